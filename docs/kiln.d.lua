@@ -123,6 +123,7 @@ function kiln.session(env, opts) end
 ---@field queries? integer Live queries one mod may hold (default 256).
 ---@field archetypes? integer Once mods made this many archetypes (counting one for each spawn, add or remove mods queued in a frame that may make one; the host's do not count), mods may not spawn, add or remove into a new archetype (default 8192).
 ---@field components? integer New components and event types mods may register in the world, all mods together and for good: the world never frees a registration (default 4096).
+---@field systems? integer Systems all mods together may have in the schedule (default 2048, at most 4096).
 ---@field seed? integer Seeds each mod's `math.random` (with the mod's name).
 ---@field allow? table Extra globals granted to every mod: values copied, functions proxied.
 ---@field log? fun(mod: string, line: string) Receives every line a mod prints.

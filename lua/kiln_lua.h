@@ -91,6 +91,8 @@ typedef struct kiln_lua_mods_desc {
                              * remove into a new one (the host's do not count); 0: 8192 */
     int32_t components;     /* new components and event types mods may register in the world,
                              * all together, for good (the world never frees one); 0: 4096 */
+    int32_t systems;        /* systems all mods together may have in the schedule, at most
+                             * KILN_SCHEDULE_MAX_SYSTEMS; the rest are the host's; 0: 2048 */
     uint64_t seed;          /* seeds each mod's math.random (with its name) */
     kiln_lua_mods_log_fn log; /* NULL: lines are kept in each mod's log only */
     void *log_user;
@@ -102,8 +104,8 @@ typedef struct kiln_lua_mods_desc {
 /* Pushes a mod manager (a kiln.Mods, as kiln.mods returns) for the kiln.World at world_idx.
  * Raises a Lua error for a bad world, out of memory, or a desc limit that is neither 0 nor
  * one kiln.mods accepts (memory at least 256 KiB, instruction counts at least 1000,
- * milliseconds and frame_milliseconds -1 or more, the others positive), naming the field, or
- * a readonly name the world has no component of.
+ * milliseconds and frame_milliseconds -1 or more, systems at most 4096, the others
+ * positive), naming the field, or a readonly name the world has no component of.
  * Returns 1. */
 int kiln_lua_mods_push(lua_State *L, int world_idx, const kiln_lua_mods_desc *desc);
 

@@ -200,10 +200,7 @@ static void hook_add_system(lua_State *L, klua_world *kw, const kiln_system_desc
         if (owner) klua_fail(L, fname, "a system named '%s' already exists (of mod '%s')", d->name, owner);
         klua_fail(L, fname, "a system named '%s' already exists (of the host)", d->name);
     }
-    int live = 0; /* its state's others: in the schedule, staged, or leaving at the frame's end */
-    for (const klua_system *s = kw->systems; s; s = s->next) live += s != d->user;
-    if (live >= KLUA_MOD_MAX_SYSTEMS)
-        klua_fail(L, fname, "mod '%s' has %d systems, its limit", mod->name, KLUA_MOD_MAX_SYSTEMS);
+    klua_mod_check_systems(L, mod, d, fname);
     if (!mod->loading) {
         if (!remember_system(mod, d->name)) luaL_error(L, "not enough memory");
         if (kiln_schedule_add(kw->schedule, d) != KILN_OK) klua_fail_world(L, kw->world, fname);

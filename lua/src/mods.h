@@ -173,6 +173,7 @@ struct klua_mods {
     int32_t queries;          /* live queries one mod may hold */
     int32_t archetypes;       /* the archetypes mods may make (their reshapes into new ones) */
     int32_t components;       /* new components and event types mods may register in the world */
+    int32_t systems;          /* systems mods may have in the schedule, together (the rest: the host's) */
     int64_t reshapes;         /* spawns, adds and removes of mods that may make an archetype, since
                                * the world held seen (made now, queued in the deferred section of
                                * tick reshape_tick) */
@@ -363,6 +364,9 @@ KLUA_HIDDEN void klua_mod_queued(klua_world *kw);
 /* Raises when a spawn, add or remove by mod could make one archetype past the mods' limit or
  * its share of the room the frame left (see mods_account.c), else counts it. */
 KLUA_HIDDEN void klua_mod_check_archetypes(lua_State *L, klua_mod *mod, bool fresh, const char *what);
+/* Raises when mod's system d (its klua_system the desc's user) would take mod past its
+ * KLUA_MOD_MAX_SYSTEMS, or the mods together past opts.systems (see mods_account.c). */
+KLUA_HIDDEN void klua_mod_check_systems(lua_State *L, klua_mod *mod, const kiln_system_desc *d, const char *fname);
 /* Whether a spawn of the count components in comps (and the mod's tag), or an add (add) or
  * removal of c to or from e, lands in an archetype the world holds, so makes none. */
 KLUA_HIDDEN bool klua_mod_spawn_lands(klua_mod *mod, const kiln_component *comps, int32_t count);

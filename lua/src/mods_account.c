@@ -1,5 +1,5 @@
 /* mods_account.c: what a mod holds in the world, counted against its limits (world_memory,
- * entities) and its share of the archetypes the mods may make. */
+ * entities, systems) and its share of the archetypes and schedule slots the mods may take. */
 #include "mods.h"
 
 /* Spawns made while the world is deferred (a frame, a query loop) land only when the section
@@ -270,4 +270,28 @@ void klua_mod_queue_despawn_tree(lua_State *L, klua_world *kw, kiln_entity root,
 
 void klua_mod_queue_plain_remove(lua_State *L, klua_world *kw, const char *fname) {
     charge_queued(L, kw, 1, false, fname);
+}
+
+/* The systems of mod's state: in the schedule, staged by its top level, or leaving at the
+ * frame's end (skip left out); none once its state is closed. */
+static int state_systems(const klua_mod *mod, const void *skip) {
+    int n = 0;
+    for (const klua_system *s = mod->L && mod->kw ? mod->kw->systems : NULL; s; s = s->next) n += s != skip;
+    return n;
+}
+
+/* The schedule holds KILN_SCHEDULE_MAX_SYSTEMS: 16 mods at their 256 filled it, and the host's
+ * own systems added later were refused. So the mods together may hold opts.systems of it. A
+ * reload's running version is left out (its systems leave or are replaced at the commit), so
+ * a mod at the limit reloads; an unload, or a disabled mod's systems leaving, gives room back. */
+void klua_mod_check_systems(lua_State *L, klua_mod *mod, const kiln_system_desc *d, const char *fname) {
+    klua_mods *mods = mod->mods;
+    int own = state_systems(mod, d->user), all = own;
+    if (own >= KLUA_MOD_MAX_SYSTEMS)
+        klua_fail(L, fname, "mod '%s' has %d systems, its limit", mod->name, KLUA_MOD_MAX_SYSTEMS);
+    for (int i = 0; i < mods->count; i++)
+        if (mods->list[i] != mod && mods->list[i] != mod->previous) all += state_systems(mods->list[i], NULL);
+    if (all >= mods->systems)
+        klua_fail(L, fname, "mod '%s' may not add system '%s': mods have %d systems, the mods' limit is %d (systems)",
+                  mod->name, d->name, all, (int)mods->systems);
 }

@@ -16,6 +16,7 @@
 #define DEFAULT_QUERIES 256
 #define DEFAULT_ARCHETYPES 8192
 #define DEFAULT_COMPONENTS 4096
+#define DEFAULT_SYSTEMS (KILN_SCHEDULE_MAX_SYSTEMS / 2)
 enum { MODS_UV_WORLD = 1, MODS_UV_COUNT = MODS_UV_WORLD };
 #define MAX_DIR_ENTRIES 256 /* entries load_dir looks at */
 
@@ -629,6 +630,7 @@ static klua_mods *new_mods(lua_State *L, int world_idx, const kiln_lua_mods_desc
     mods->queries = desc->queries ? desc->queries : DEFAULT_QUERIES;
     mods->archetypes = desc->archetypes ? desc->archetypes : DEFAULT_ARCHETYPES;
     mods->components = desc->components ? desc->components : DEFAULT_COMPONENTS;
+    mods->systems = desc->systems ? desc->systems : DEFAULT_SYSTEMS;
     mods->seed = desc->seed;
     mods->readonly_count = klua_mods_readonly_resolve(L, kw, desc->readonly, mods->readonly); /* may raise: closed */
     mods->log_fn = desc->log;

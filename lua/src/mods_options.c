@@ -64,7 +64,8 @@ static void check_grant(lua_State *L, int idx, int depth, const char *fname) {
 void klua_mods_read_options(lua_State *L, kiln_lua_mods_desc *desc, const char **readonly, const char *fname) {
     static const char *const keys[] = {"memory", "instructions", "frame_instructions", "milliseconds",
                                        "frame_milliseconds", "entities", "world_memory", "queries",
-                                       "archetypes", "components", "allow", "seed", "log", "readonly", NULL};
+                                       "archetypes", "components", "systems", "allow", "seed", "log", "readonly",
+                                       NULL};
     if (!lua_istable(L, 2)) klua_typeerror(L, 2, fname, "table");
     klua_check_keys(L, 2, 2, fname, keys, false);
     desc->memory = (size_t)int_option(L, 2, "memory", MIN_MEMORY, INT64_MAX, fname);
@@ -77,6 +78,7 @@ void klua_mods_read_options(lua_State *L, kiln_lua_mods_desc *desc, const char *
     desc->queries = (int32_t)int_option(L, 2, "queries", 1, INT32_MAX, fname);
     desc->archetypes = (int32_t)int_option(L, 2, "archetypes", 1, INT32_MAX, fname);
     desc->components = (int32_t)int_option(L, 2, "components", 1, INT32_MAX, fname);
+    desc->systems = (int32_t)int_option(L, 2, "systems", 1, KILN_SCHEDULE_MAX_SYSTEMS, fname);
     desc->readonly = klua_mods_readonly_option(L, 2, readonly, fname);
     if (lua_getfield(L, 2, "seed") != LUA_TNIL) {
         if (!lua_isinteger(L, -1)) klua_argerror(L, 2, fname, "seed must be an integer");
@@ -112,5 +114,7 @@ void klua_mods_check_desc(lua_State *L, const kiln_lua_mods_desc *d) {
     if (d->queries < 0) luaL_error(L, fmt, "queries", "positive");
     if (d->archetypes < 0) luaL_error(L, fmt, "archetypes", "positive");
     if (d->components < 0) luaL_error(L, fmt, "components", "positive");
+    if (d->systems < 0 || d->systems > KILN_SCHEDULE_MAX_SYSTEMS)
+        luaL_error(L, fmt, "systems", "from 1 to " MIN_TEXT(KILN_SCHEDULE_MAX_SYSTEMS));
 }
 

@@ -308,6 +308,8 @@ START_TEST(push_refuses_a_desc_limit_below_what_kiln_mods_accepts) {
         {{.queries = -3}, "desc.queries must be 0 (the default) or positive"},
         {{.archetypes = -1}, "desc.archetypes must be 0 (the default) or positive"},
         {{.components = -1}, "desc.components must be 0 (the default) or positive"},
+        {{.systems = -1}, "desc.systems must be 0 (the default) or from 1 to 4096"},
+        {{.systems = 4097}, "desc.systems must be 0 (the default) or from 1 to 4096"},
     };
     lua_State *L = luaL_newstate();
     luaL_openlibs(L);
