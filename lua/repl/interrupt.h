@@ -14,6 +14,11 @@ void kcmd_interrupt_catch(bool on);
  * then fails with "interrupted". Clears an earlier Ctrl-C first. */
 int kcmd_interrupt_pcall(lua_State *L, int nargs, int nresults, int msgh);
 
+/* Lets Ctrl-C stop a loop in any coroutine L's code resumes (made before the Ctrl-C, or
+ * before the call, too): replaces coroutine.resume and coroutine.wrap (Lua 5.4, whose hooks
+ * are per thread; LuaJIT's are the state's, and this does nothing). Call before code runs. */
+void kcmd_interrupt_track_coroutines(lua_State *L);
+
 /* Whether Ctrl-C came since the last kcmd_interrupt_clear (or kcmd_interrupt_pcall). */
 bool kcmd_interrupt_seen(void);
 void kcmd_interrupt_clear(void);

@@ -192,6 +192,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     luaL_openlibs(L);
+    kcmd_interrupt_track_coroutines(L);
     luaL_requiref(L, "kiln", luaopen_kiln, 1);
     lua_pop(L, 1);
 

@@ -407,6 +407,17 @@ START_TEST(ctrl_c_in_a_query_loop_still_ends_the_loop_and_the_world_is_not_left_
 }
 END_TEST
 
+/* Lua 5.4 hooks each thread apart: Ctrl-C hooked the REPL's, which waited in a resume while
+ * the loop ran on in the coroutine, made by an earlier statement or by this one (through
+ * wrap, inside another coroutine, a pcall swallowing the first stop). */
+START_TEST(ctrl_c_stops_a_loop_in_a_coroutine_made_before_it_or_by_the_statement) {
+    interrupt_then("co = coroutine.create(function() while true do end end)\nprint(coroutine.resume(co))\n",
+                   "print('alive' .. 3, coroutine.status(co))\n", "alive3\tdead");
+    interrupt_then("coroutine.wrap(function() coroutine.wrap(function() while true do pcall(function() "
+                   "while true do end end) end end)() end)()\n", "print('alive' .. 4)\n", "alive4");
+}
+END_TEST
+
 START_TEST(ctrl_c_at_the_prompt_clears_the_line_and_never_ends_the_repl) {
     int master;
     pid_t pid = spawn_pty(&master);
@@ -754,6 +765,7 @@ static Suite *repl_suite(void) {
     tcase_add_test(tty_case, completion_offers_no_name_holding_a_control_character);
     tcase_add_test(tty_case, ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl);
     tcase_add_test(tty_case, ctrl_c_in_a_query_loop_still_ends_the_loop_and_the_world_is_not_left_deferred);
+    tcase_add_test(tty_case, ctrl_c_stops_a_loop_in_a_coroutine_made_before_it_or_by_the_statement);
     tcase_add_test(tty_case, ctrl_c_at_the_prompt_clears_the_line_and_never_ends_the_repl);
     tcase_add_test(tty_case, tab_completes_component_names_inside_a_spawn_table);
     tcase_add_test(tty_case, history_keeps_each_entry_once_even_after_a_killed_session);
