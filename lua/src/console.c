@@ -554,6 +554,25 @@ static bool make_room(kiln_console *c) {
     }
 }
 
+/* Whether accept failing with e failed the call, not the queue, so the next connection may
+ * be taken at once: a signal came, or the connection at the queue's head was reset (BSD says
+ * ECONNABORTED; Linux passes on its network error, which its accept(2) says to retry). */
+static bool accept_again(int e) {
+    switch (e) {
+    case EINTR: case ECONNABORTED: case EPROTO: case ENOPROTOOPT: case ENETDOWN: case ENETUNREACH:
+    case EHOSTUNREACH: case EOPNOTSUPP:
+#ifdef EHOSTDOWN
+    case EHOSTDOWN:
+#endif
+#ifdef ENONET
+    case ENONET:
+#endif
+        return true;
+    default:
+        return false;
+    }
+}
+
 static void accept_clients(kiln_console *c) {
     for (int k = 0; k < ACCEPT_PER_POLL; k++) {
         struct sockaddr_in peer;
@@ -561,6 +580,7 @@ static void accept_clients(kiln_console *c) {
         /* close-on-exec as it is made: set after, a fork and exec by another thread of the game
          * (a shader compiler started) meanwhile kept the client connected in that program */
         int fd = accept4(c->fd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0 && accept_again(errno)) continue; /* the tries stay bounded by the loop */
         if (fd < 0) {
             /* out of descriptors the client stays queued and the next poll tries again (no
              * retry here: that would spin); the host hears of it once a burst, not every poll */
@@ -568,7 +588,7 @@ static void accept_clients(kiln_console *c) {
             if (limit && !c->at_fd_limit)
                 report(c, "console: cannot accept a client: %s; it waits in the listen queue",
                        errno == EMFILE ? "the process has its most open files" : "the system has its most open files");
-            if (errno != EINTR && errno != ECONNABORTED) c->at_fd_limit = limit;
+            c->at_fd_limit = limit;
             return;
         }
         c->at_fd_limit = false;

@@ -1,9 +1,11 @@
 /* test_console_stdio.c: a console in the process a game runs in: one started with stdout and
  * stderr closed (by a launcher or a daemon wrapper), whose sockets never take descriptors 0
- * to 2, which the game's printing still writes to; and one that forks a helper, which inherits
- * none of its descriptors (nor of `kiln --connect`'s or its history's) when it runs another program. */
+ * to 2, which the game's printing still writes to; one that forks a helper, which inherits
+ * none of its descriptors (nor of `kiln --connect`'s or its history's) when it runs another
+ * program; and its accept seen from inside, failing as a signal or a reset makes it fail. */
 #define _DEFAULT_SOURCE /* syscall (not _GNU_SOURCE: that makes accept take a union) */
 #include <fcntl.h>
+#include <poll.h>
 #include <pty.h>
 #include <sys/socket.h>
 #include <signal.h>
@@ -111,7 +113,20 @@ int accept(int fd, struct sockaddr *restrict addr, socklen_t *restrict len) {
 }
 
 int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags); /* (a GNU extension) */
+/* When set, the next accept4 fails with it, once a connection waits to be taken (so one
+ * stands behind the failure): EINTR, a signal came during the call (a game's threads take
+ * them: a profiler's timer, a debugger); ECONNABORTED, the connection at the head of the
+ * queue was reset (BSD says so); EPROTO, Linux passing on such a connection's network error. */
+static int accept_fails_with;
+
 int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags) {
+    if (accept_fails_with) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 5000);
+        errno = accept_fails_with;
+        accept_fails_with = 0;
+        return -1;
+    }
     return note_accepted((int)syscall(SYS_accept4, fd, addr, len, flags));
 }
 
@@ -130,6 +145,63 @@ START_TEST(a_client_connection_is_close_on_exec_from_the_moment_it_is_accepted) 
     lua_close(L);
     ck_assert_int_eq(accepted, 1);
     ck_assert_msg(accepted_open_to_exec == 0, "the connection was open to exec until the console set its flag");
+}
+END_TEST
+
+static void poll_console(void *c) { kiln_console_poll(c); }
+
+/* A client signs in on c and asks for x + 1; returns the answers it got ("" when none). */
+static const char *sign_in_and_ask(kiln_console *c, int client) {
+    static frames f;
+    static char out[256];
+    send_text(client, "return x + 1\n");
+    wait_answers(poll_console, c, client, 2, 2000, &f, out, sizeof out, "|");
+    return out;
+}
+
+/* accept4 failing for the call, not for the connection behind it: the console neither stops
+ * accepting (a client waited for the next poll) nor closes its listener. */
+START_TEST(an_interrupted_or_aborted_accept_goes_on_to_the_connection_behind_it) {
+    static const int errs[] = {EINTR, ECONNABORTED, EPROTO};
+    lua_State *L = game_state("x = 41");
+    kiln_console *c = must_open_console(L, (kiln_console_desc){.token = TOKEN});
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+        int client = connect_with_token(c);
+        accepted = 0;
+        accept_fails_with = errs[i];
+        kiln_console_poll(c);
+        int first = accepted;
+        const char *got = sign_in_and_ask(c, client);
+        close(client);
+        ck_assert_msg(first == 1, "%s: the connection behind it was left for another poll", strerror(errs[i]));
+        ck_assert_msg(strcmp(got, "ok:|ok:42|") == 0, "%s: then %s", strerror(errs[i]), got);
+    }
+    kiln_console_close(c);
+    lua_close(L);
+}
+END_TEST
+
+/* A client that connects and resets (SO_LINGER 0) before the console takes it: the console
+ * takes the one behind it in the same poll and serves it. */
+START_TEST(a_client_reset_before_its_accept_leaves_the_console_serving) {
+    lua_State *L = game_state("x = 41");
+    kiln_console *c = must_open_console(L, (kiln_console_desc){.token = TOKEN});
+    for (int round = 0; round < 3; round++) {
+        int gone = connect_port(kiln_console_port(c));
+        ck_assert_int_ge(gone, 0);
+        ck_assert_int_eq(setsockopt(gone, SOL_SOCKET, SO_LINGER, &(struct linger){1, 0}, sizeof(struct linger)), 0);
+        close(gone);
+        int client = connect_with_token(c);
+        accepted = 0;
+        kiln_console_poll(c);
+        int first = accepted;
+        const char *got = sign_in_and_ask(c, client);
+        close(client);
+        ck_assert_msg(first >= 1, "round %d: nothing was accepted in the poll after the reset", round);
+        ck_assert_msg(strcmp(got, "ok:|ok:42|") == 0, "round %d: %s", round, got);
+    }
+    kiln_console_close(c);
+    lua_close(L);
 }
 END_TEST
 
@@ -269,6 +341,8 @@ static Suite *stdio_suite(void) {
     tcase_set_timeout(forked, 20);
     tcase_add_test(forked, a_forked_child_closing_the_console_leaves_the_token_file_to_its_parent);
     tcase_add_test(forked, a_client_connection_is_close_on_exec_from_the_moment_it_is_accepted);
+    tcase_add_test(forked, an_interrupted_or_aborted_accept_goes_on_to_the_connection_behind_it);
+    tcase_add_test(forked, a_client_reset_before_its_accept_leaves_the_console_serving);
     tcase_add_test(forked, the_token_file_is_close_on_exec_from_the_moment_it_is_made);
     tcase_add_test(forked, kiln_connect_holds_its_connection_close_on_exec);
     tcase_add_test(forked, the_repl_history_rewrite_opens_its_new_file_close_on_exec);
