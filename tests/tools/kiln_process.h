@@ -1,11 +1,13 @@
-/* kiln_process.h: the kiln command run as a child through pipes, for the REPL suite: started
- * with its stdin and output on pipes, fed timed steps, its output and exit code collected.
- * Test code only (Check asserts). */
+/* kiln_process.h: the kiln command run as a child through pipes, for the suites that run it
+ * (the REPL's, the console's `kiln --connect`): started with its stdin and output on pipes,
+ * fed timed steps, its output and exit code collected, reaped within a time. Test code only
+ * (Check asserts). */
 #ifndef KILN_TESTS_KILN_PROCESS_H
 #define KILN_TESTS_KILN_PROCESS_H
 
 #include <check.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -48,6 +50,18 @@ static inline pid_t spawn_kiln(const char *const *args, int *to, int *from) {
     *to = in[1];
     *from = o[0];
     return pid;
+}
+
+/* Waits up to ms for the child pid to end, its wait status in *status; true when it did.
+ * Past ms it is killed (SIGKILL) and reaped, so no test leaves one running. */
+static inline bool reap_within(pid_t pid, int ms, int *status) {
+    for (int waited = 0; waited < ms; waited += 20) {
+        if (waitpid(pid, status, WNOHANG) == pid) return true;
+        sleep_ms(20);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, status, 0);
+    return false;
 }
 
 /* Runs kiln with args, going through steps on its stdin; returns stdout+stderr (static

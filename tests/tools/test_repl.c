@@ -679,12 +679,7 @@ START_TEST(ctrl_c_while_an_attached_console_never_answers_ends_the_wait) {
     ck_assert(have >= 6 && memcmp(got, "1 + 1\n", 6) == 0);
     kill(pid, SIGINT);
     int status = 0;
-    pid_t done = 0;
-    for (int waited = 0; waited < 3000 && (done = waitpid(pid, &status, WNOHANG)) == 0; waited += 20) sleep_ms(20);
-    if (done == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
+    bool ended = reap_within(pid, 3000, &status);
     char out[4096];
     ssize_t n = read(o[0], out, sizeof out - 1);
     out[n > 0 ? n : 0] = '\0';
@@ -692,7 +687,7 @@ START_TEST(ctrl_c_while_an_attached_console_never_answers_ends_the_wait) {
     close(o[0]);
     close(game);
     close(listener);
-    ck_assert_msg(done == pid, "kiln was still waiting for the answer 3 s after Ctrl-C");
+    ck_assert_msg(ended, "kiln was still waiting for the answer 3 s after Ctrl-C");
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(out, "console connection closed"),
                   "kiln ended with status %d: %s", status, out);
 }
@@ -720,17 +715,12 @@ START_TEST(ctrl_c_in_a_budgeted_system_that_swallows_errors_still_ends_it) {
         out[have += (size_t)r] = '\0';
     kill(pid, SIGINT);
     int status = 0;
-    pid_t done = 0;
-    for (int waited = 0; waited < 10000 && (done = waitpid(pid, &status, WNOHANG)) == 0; waited += 20) sleep_ms(20);
-    if (done == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
+    bool ended = reap_within(pid, 10000, &status);
     while ((r = read(from, out + have, sizeof out - have - 1)) > 0) out[have += (size_t)r] = '\0';
     close(in);
     close(from);
     unlink(path);
-    ck_assert_msg(done == pid, "the system still ran 10 s after Ctrl-C, its budget gone: %s", out);
+    ck_assert_msg(ended, "the system still ran 10 s after Ctrl-C, its budget gone: %s", out);
     ck_assert_msg(strstr(out, "ended\tfalse\t") && strstr(out, "interrupted"), "not interrupted: %s", out);
 }
 END_TEST
