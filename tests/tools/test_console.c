@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include "console_fixture.h"
+#include "kiln_process.h"
 
 typedef struct game {
     lua_State *L;
@@ -620,40 +621,26 @@ typedef struct client_step {
     const char *after;
 } client_step;
 
-/* Starts `kiln --connect` on the game's console: in[1] writes its input, out[0] reads its
+/* Starts `kiln --connect` on the game's console: *to writes its input, *from reads its
  * output. It signs in with --token, or (token NULL) with the token file the console wrote. */
-static pid_t start_client_with(game *g, int in[2], int out[2], const char *token) {
+static pid_t start_client_with(game *g, int *to, int *from, const char *token) {
     char port[32];
     snprintf(port, sizeof port, "127.0.0.1:%d", kiln_console_port(g->console));
-    ck_assert_int_eq(pipe(in), 0);
-    ck_assert_int_eq(pipe(out), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        dup2(out[1], 2);
-        close(in[1]);
-        close(out[0]);
-        if (token) execl(KILN_BIN_PATH, "kiln", "--connect", port, "--token", token, (char *)NULL);
-        else execl(KILN_BIN_PATH, "kiln", "--connect", port, (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    return pid;
+    const char *args[] = {"kiln", "--connect", port, token ? "--token" : NULL, token, NULL};
+    return spawn_kiln(args, to, from);
 }
 
-static pid_t start_client(game *g, int in[2], int out[2]) {
-    return start_client_with(g, in, out, kiln_console_token(g->console));
+static pid_t start_client(game *g, int *to, int *from) {
+    return start_client_with(g, to, from, kiln_console_token(g->console));
 }
 
 /* Runs `kiln --connect` against the game through steps; returns its output after it exits
  * (static buffer) and checks that it exited with 0. */
 static const char *attach(game *g, const client_step *steps, int count) {
     static char text[1 << 14];
-    int in[2], out[2];
-    pid_t pid = start_client(g, in, out);
-    fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+    int to, from;
+    pid_t pid = start_client(g, &to, &from);
+    fcntl(from, F_SETFL, fcntl(from, F_GETFL) | O_NONBLOCK);
     size_t have = 0;
     int status = 0, next = 0;
     bool exited = false;
@@ -667,22 +654,22 @@ static const char *attach(game *g, const client_step *steps, int count) {
             if (steps[next].signal) kill(pid, steps[next].signal);
             if (steps[next].input) {
                 size_t n = strlen(steps[next].input);
-                ck_assert_int_eq(write(in[1], steps[next].input, n), (ssize_t)n);
+                ck_assert_int_eq(write(to, steps[next].input, n), (ssize_t)n);
             }
             since = -1;
-            if (++next == count) close(in[1]);
+            if (++next == count) close(to);
         }
-        ssize_t r = read(out[0], text + have, sizeof text - have - 1);
+        ssize_t r = read(from, text + have, sizeof text - have - 1);
         if (r > 0) have += (size_t)r;
         text[have] = '\0';
         if (waitpid(pid, &status, WNOHANG) == pid) {
             exited = true;
-            while ((r = read(out[0], text + have, sizeof text - have - 1)) > 0) have += (size_t)r;
+            while ((r = read(from, text + have, sizeof text - have - 1)) > 0) have += (size_t)r;
         }
         pause_ms(1);
     }
     text[have] = '\0';
-    close(out[0]);
+    close(from);
     ck_assert_msg(exited && WIFEXITED(status) && WEXITSTATUS(status) == 0, "kiln exited %d: %s", status, text);
     return text;
 }
@@ -713,20 +700,20 @@ END_TEST
 
 START_TEST(an_idle_attached_prompt_notices_when_the_game_goes) {
     game *g = start_game(0);
-    int in[2], out[2];
-    pid_t pid = start_client(g, in, out);
+    int to, from;
+    pid_t pid = start_client(g, &to, &from);
     for (int i = 0; i < 300; i++) {
         frame(g);
         pause_ms(1);
     }
     stop_game(g); /* the client types nothing: only its watch poll can notice */
     int status = 0;
-    for (int spin = 0; spin < 3000 && waitpid(pid, &status, WNOHANG) != pid; spin++) pause_ms(1);
+    reap_within(pid, 3000, &status);
     char text[256];
-    ssize_t n = read(out[0], text, sizeof text - 1);
+    ssize_t n = read(from, text, sizeof text - 1);
     text[n > 0 ? n : 0] = '\0';
-    close(in[1]);
-    close(out[0]);
+    close(to);
+    close(from);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "kiln exited %d: %s", status, text);
     ck_assert_str_eq(text, "console connection closed\n");
 }
@@ -736,26 +723,26 @@ END_TEST
  * file); returns its output and exit status (static buffer). */
 static const char *attached_session(game *g, const char *token, int *status_out) {
     static char text[4096];
-    int in[2], out[2];
-    pid_t pid = start_client_with(g, in, out, token);
+    int to, from;
+    pid_t pid = start_client_with(g, &to, &from, token);
     const char *script = "world:count()\nfor i = 1, 2 do\nprint('line', i)\nend\n:quit\n";
-    ck_assert_int_eq(write(in[1], script, strlen(script)), (ssize_t)strlen(script));
-    close(in[1]);
-    fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+    ck_assert_int_eq(write(to, script, strlen(script)), (ssize_t)strlen(script));
+    close(to);
+    fcntl(from, F_SETFL, fcntl(from, F_GETFL) | O_NONBLOCK);
     size_t have = 0;
     int status = 0;
     for (int spin = 0; spin < 5000; spin++) {
         frame(g);
-        ssize_t r = read(out[0], text + have, sizeof text - have - 1);
+        ssize_t r = read(from, text + have, sizeof text - have - 1);
         if (r > 0) have += (size_t)r;
         if (waitpid(pid, &status, WNOHANG) == pid) {
-            while ((r = read(out[0], text + have, sizeof text - have - 1)) > 0) have += (size_t)r;
+            while ((r = read(from, text + have, sizeof text - have - 1)) > 0) have += (size_t)r;
             break;
         }
         pause_ms(1);
     }
     text[have] = '\0';
-    close(out[0]);
+    close(from);
     *status_out = status;
     return text;
 }
