@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "klua.h"
-#include "number_text.h"
+#include "../../core/src/number_text.h" /* (header-only: no call into core internals) */
 
 #define BUDGET_STEP 1000 /* instructions between two charges */
 static const char budget_key = 'b'; /* registry key (its address): the world being charged */
@@ -255,7 +255,7 @@ void klua_budget_charge(lua_State *L, double steps, const char *what) {
     if (!(steps <= left && steps < 9223372036854775808.0)) { /* lua_pushfstring knows no %g: format here */
         char msg[256], num[32];
         snprintf(msg, sizeof msg, "%.40s could take %s steps, past what is left of the budget of %s", what,
-                 klua_number_text(num, sizeof num, "%.3g", steps), kw->budget_what);
+                 kl_number_text(num, sizeof num, "%.3g", steps), kw->budget_what);
         klua_raise(L, "%s", msg); /* a budget's stop: no chunk:line: (docs/lua-api.md) */
     }
     kw->budget_used += (int64_t)steps;

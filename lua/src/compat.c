@@ -2,7 +2,7 @@
  * both builds; under Lua 5.4 it holds nothing. User values live in a userdata's fenv table. */
 #define _GNU_SOURCE /* pthread_getattr_np */
 #include "klua.h"
-#include "number_text.h"
+#include "../../core/src/number_text.h" /* (header-only: no call into core internals) */
 
 #if KLUA_LUAJIT
 
@@ -264,8 +264,8 @@ const char *klua_compat_pushvfstring(lua_State *L, const char *fmt, va_list ap) 
             break;
         case 'f': {
             lua_Number n = va_arg(ap, lua_Number);
-            if (n == floor(n) && fabs(n) < 1e15) klua_number_text(buf, sizeof buf, "%.1f", n); /* 5.4: 1.0 */
-            else klua_number_text(buf, sizeof buf, "%.14g", n);
+            if (n == floor(n) && fabs(n) < 1e15) kl_number_text(buf, sizeof buf, "%.1f", n); /* 5.4: 1.0 */
+            else kl_number_text(buf, sizeof buf, "%.14g", n);
             lua_pushstring(L, buf);
             break;
         }

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "console.h"
-#include "number_text.h"
+#include "../../core/src/number_text.h" /* (header-only: no call into core internals) */
 
 enum {
     HOOK_COUNT = 100,             /* instructions between two checks of the budget */
@@ -288,7 +288,7 @@ static int text_pieces(lua_State *L) {
         char why[200], num[32]; /* lua_pushfstring knows no %g precision */
         snprintf(why, sizeof why, "console: %s.load could take %s steps (its jump lists read to byte %zu of %zu), "
                  "past what is left of the statement's instruction budget", LUA_GNAME,
-                 klua_number_text(num, sizeof num, "%.3g", k * k / 4), end, n);
+                 kl_number_text(num, sizeof num, "%.3g", k * k / 4), end, n);
         exhaust(L, b, why);
     }
     if (b) b->left -= (int64_t)cost;
@@ -381,13 +381,13 @@ static void charge(lua_State *L, klua_budget *b, charged kind) {
     char why[160], num[32]; /* lua_pushfstring knows no %g precision */
     if (bytes > KLUA_COST_RESULT_MAX) {
         snprintf(why, sizeof why, "console: %s.%s could build %s bytes, more than one call may in the "
-                 "console (%.0f)", lib, name, klua_number_text(num, sizeof num, "%.3g", bytes), KLUA_COST_RESULT_MAX);
+                 "console (%.0f)", lib, name, kl_number_text(num, sizeof num, "%.3g", bytes), KLUA_COST_RESULT_MAX);
         klua_raise(L, "%s", why); /* a budget's stop: no chunk:line: */
     }
     double cost = steps + bytes / KLUA_COST_BYTES_PER_STEP;
     if (!(cost <= (double)b->left && cost < 9223372036854775808.0)) { /* a NaN, or 2^63: no int64_t */
         snprintf(why, sizeof why, "console: %s.%s could take %s steps, past what is left of the "
-                 "statement's instruction budget", lib, name, klua_number_text(num, sizeof num, "%.3g", cost));
+                 "statement's instruction budget", lib, name, kl_number_text(num, sizeof num, "%.3g", cost));
         klua_raise(L, "%s", why); /* a budget's stop: no chunk:line: */
     }
     b->left -= (int64_t)cost;

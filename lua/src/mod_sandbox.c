@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "mods.h"
-#include "number_text.h"
+#include "../../core/src/number_text.h" /* (header-only: no call into core internals) */
 #include "refs.h"
 
 static const char self_key = 's';   /* registry: light userdata of the klua_mod */
@@ -245,7 +245,7 @@ static int costly(lua_State *L) {
     if (bytes > KLUA_COST_RESULT_MAX) { /* lua_pushfstring knows no %g: format here */
         char msg[160], num[32];
         snprintf(msg, sizeof msg, "%.40s could build %s bytes, more than one call may in a mod (%.0f)", name,
-                 klua_number_text(num, sizeof num, "%.3g", bytes), (double)KLUA_COST_RESULT_MAX);
+                 kl_number_text(num, sizeof num, "%.3g", bytes), (double)KLUA_COST_RESULT_MAX);
         klua_raise(L, "%s", msg); /* a limit's stop: no chunk:line: (docs/lua-api.md) */
     }
     klua_budget_charge(L, steps + bytes / KLUA_COST_BYTES_PER_STEP, name);

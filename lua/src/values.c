@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "klua.h"
-#include "number_text.h"
+#include "../../core/src/number_text.h" /* (header-only: no call into core internals) */
 #include "refs.h"
 
 static const char *const vec_keys[4] = {"x", "y", "z", "w"};
@@ -76,7 +76,7 @@ static void int_range(kiln_type t, lua_Integer *lo, lua_Integer *hi) {
 const char *klua_to_float(lua_State *L, lua_Number n, float *dest) {
     char text[48]; /* as Lua writes a float this far out (lua_pushfstring's %f follows the locale) */
     if (isfinite(n) && fabs(n) > 3.4028234663852886e38)
-        return lua_pushfstring(L, "number %s is out of range for float", klua_number_text(text, sizeof text, "%.14g", n));
+        return lua_pushfstring(L, "number %s is out of range for float", kl_number_text(text, sizeof text, "%.14g", n));
     *dest = (float)n; /* in range, infinite or NaN: exact or as C converts it */
     return NULL;
 }
@@ -149,7 +149,7 @@ static const char *to_scalar(lua_State *L, int idx, kiln_type t, uint8_t *p, boo
             char text[48]; /* a float that is no integer: %.14g writes it as Lua would, with a '.' */
             if (lua_type(L, idx) == LUA_TNUMBER)
                 return lua_pushfstring(L, "expected an integer, got %s",
-                                       klua_number_text(text, sizeof text, "%.14g", lua_tonumber(L, idx)));
+                                       kl_number_text(text, sizeof text, "%.14g", lua_tonumber(L, idx)));
             return lua_pushfstring(L, "expected an integer, got %s", luaL_typename(L, idx));
         }
         if (v < lo || v > hi)

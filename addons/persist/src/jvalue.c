@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "number_text.h"
 #include "scene_internal.h"
 
 bool pz_json_fail(pz_json *j, kiln_result code, const char *fmt, ...) {
@@ -242,15 +243,6 @@ bool pz_json_number(pz_json *j, const json_t *v, double *dest) {
     return got ? got > 0 : pz_json_expect(j, v, false, "a number");
 }
 
-/* n as "%g" writes it with '.' for its decimal point, whatever the host's LC_NUMERIC (snprintf
- * follows it: "1,5e+39" in de_DE), so that a message reads alike everywhere. Returns buf. */
-static const char *number_text(char buf[static 32], double n) {
-    snprintf(buf, 32, "%g", n);
-    for (char *c = buf; *c; c++)
-        if (*c == ',') *c = '.';
-    return buf;
-}
-
 /* A float or double field element: a number, or a non-finite value as its bits (a NaN's
  * payload never passes through a conversion, which would quiet or shorten it). */
 static bool real_element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p) {
@@ -271,7 +263,8 @@ static bool real_element(pz_json *j, const json_t *v, kiln_type type, uint8_t *p
     float f = (float)d;
     char num[32];
     if (!isfinite(f))
-        return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "%s is out of range for a float", number_text(num, d));
+        return pz_json_fail(j, KILN_ERR_INVALID_ARGUMENT, "%s is out of range for a float",
+                            kl_number_text(num, sizeof num, "%g", d));
     memcpy(p, &f, 4);
     return true;
 }
