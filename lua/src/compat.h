@@ -21,6 +21,15 @@
  *     (msgh an absolute index or 0); without memory to make fn, the values are replaced by
  *     the memory error's message and LUA_ERRMEM is returned, as the call would have.
  * The caller keeps one slot of stack room beyond the values. */
+/* Raises Lua's memory error for an allocation of the binding's own that failed: the message
+ * "not enough memory" with no position, which 5.4's lua_error raises as LUA_ERRMEM like its own
+ * allocator's failures (it is interned: pushing it allocates nothing). LuaJIT's lua_error keeps
+ * no memory status (lua-api.md). Every out-of-memory raise of the binding goes through here. */
+static inline int klua_no_memory(lua_State *L) {
+    lua_pushliteral(L, "not enough memory");
+    return lua_error(L);
+}
+
 #if KLUA_LUAJIT
 
 #include <math.h>
@@ -140,7 +149,7 @@ static inline const char *klua_compat_pushlstring(lua_State *L, const char *s, s
     void *ud;
     lua_Alloc fa = lua_getallocf(L, &ud);
     char *copy = (char *)fa(ud, NULL, 0, n);
-    if (!copy) luaL_error(L, "not enough memory");
+    if (!copy) klua_no_memory(L);
     memcpy(copy, s, n);
     klua_compat_bytes b = {copy, n};
     int status = lua_cpcall(L, klua_compat_push_protected, &b);

@@ -192,7 +192,7 @@ static proxy_book *push_kept(lua_State *F) {
     lua_newtable(F);
     lua_setiuservalue(F, -2, 1);
     proxy_book *book = malloc(sizeof *book);
-    if (!book) luaL_error(F, "out of memory keeping a function");
+    if (!book) klua_no_memory(F);
     *book = (proxy_book){NULL, NULL, NULL, 0, 0, 0, 0, true};
     a->book = book;
     a->check = anchor_check(a);
@@ -276,9 +276,9 @@ static int keep_function(lua_State *F) {
     } else {
         lua_pop(F, 1);
     }
-    if (!slot_room(book)) return luaL_error(F, "out of memory keeping a function");
+    if (!slot_room(book)) return klua_no_memory(F);
     proxy_link *link = malloc(sizeof *link);
-    if (!link) return luaL_error(F, "out of memory keeping a function");
+    if (!link) return klua_no_memory(F);
     int64_t slot = book->spares > 0 ? book->spare[--book->spares] : book->used++;
     *link = (proxy_link){book, NULL, 0, slot, false};
     book->slots[slot] = link;
@@ -498,7 +498,7 @@ static void push_proxy(copy_ctx *c, int idx) {
     lua_pushvalue(F, idx);
     if (klua_pcall_c(F, keep_function, 1, 1, 0) != LUA_OK) {
         lua_pop(F, 1);
-        luaL_error(T, "%s: out of memory keeping a function", c->what);
+        klua_no_memory(T); /* what keep_function can fail for: memory, F's or ours */
     }
     h->link = lua_touserdata(F, -1);
     h->link->holders++;

@@ -68,13 +68,13 @@ static bool set_add(klua_mod *mod, kiln_entity e) {
 /* Puts the load's spawns the set lacks into it (each once, whatever the checks). */
 static void fill_set(lua_State *L, klua_mod *mod) {
     for (; mod->load_set_from < mod->load_spawn_count; mod->load_set_from++)
-        if (!set_add(mod, mod->load_spawns[mod->load_set_from].entity)) luaL_error(L, "not enough memory");
+        if (!set_add(mod, mod->load_spawns[mod->load_set_from].entity)) klua_no_memory(L);
 }
 
 void klua_mod_note_guest_spawn(lua_State *L, klua_mod *loading, kiln_world *world, kiln_entity e) {
     if (!kiln_is_alive(world, e) || set_add(loading, e)) return; /* (queued: nothing touches it until it lands) */
     kiln_unspawn(world, e); /* the spawn never returned its handle */
-    luaL_error(L, "not enough memory");
+    klua_no_memory(L);
 }
 
 /* Whether e (alive) was spawned while the top level of loading ran: by it (which a failed load
@@ -154,7 +154,7 @@ void klua_mod_before_add(lua_State *L, klua_world *kw, kiln_entity e, kiln_compo
         void *p = klua_mod_mem_alloc(&loading->mem, loading->load_adds,
                                      (size_t)loading->load_add_cap * sizeof *loading->load_adds,
                                      (size_t)ncap * sizeof *loading->load_adds);
-        if (!p) luaL_error(L, "not enough memory");
+        if (!p) klua_no_memory(L);
         loading->load_adds = p;
         loading->load_add_cap = ncap;
     }
@@ -204,7 +204,7 @@ void klua_mod_before_resource(lua_State *L, klua_world *kw, kiln_component c, bo
         size_t one = sizeof *loading->load_resources;
         void *p = klua_mod_mem_alloc(&loading->mem, loading->load_resources,
                                      (size_t)loading->load_resource_cap * one, (size_t)ncap * one);
-        if (!p) luaL_error(L, "not enough memory");
+        if (!p) klua_no_memory(L);
         loading->load_resources = p;
         loading->load_resource_cap = ncap;
     }
@@ -215,7 +215,7 @@ kiln_commands *klua_mod_emits(lua_State *L, klua_world *kw) {
     klua_mod *loading = loading_for(kw);
     if (!loading) return NULL;
     if (!loading->load_emits) loading->load_emits = kiln_commands_create(kw->world);
-    if (!loading->load_emits) luaL_error(L, "not enough memory");
+    if (!loading->load_emits) klua_no_memory(L);
     return loading->load_emits;
 }
 

@@ -81,7 +81,7 @@ static void hook_after_spawn(lua_State *L, klua_world *kw, kiln_entity e) {
                                   (size_t)ncap * sizeof *mod->load_spawns);
         if (!p) {
             kiln_unspawn(kw->world, e); /* the spawn never returned its handle */
-            luaL_error(L, "not enough memory");
+            klua_no_memory(L);
         }
         mod->load_spawns = p;
         mod->load_spawn_cap = ncap;
@@ -114,7 +114,7 @@ static void hook_before_declare(lua_State *L, klua_world *kw, const char *name, 
                   (int)host->mod_types);
     /* the flag that it is a mod's (hook_declared), made room for while a refusal can still raise */
     kiln_component next = (kiln_component)kiln_component_count(host->world) + 1;
-    if (!existed && !event && !klua_flags_room(mod->mods->host, host, next)) luaL_error(L, "not enough memory");
+    if (!existed && !event && !klua_flags_room(mod->mods->host, host, next)) klua_no_memory(L);
 }
 
 /* Whether component id is a mod's that no loaded mod owns (its registrar was unloaded, or loaded under an earlier
@@ -202,7 +202,7 @@ static void hook_add_system(lua_State *L, klua_world *kw, const kiln_system_desc
     }
     klua_mod_check_systems(L, mod, d, fname);
     if (!mod->loading) {
-        if (!remember_system(mod, d->name)) luaL_error(L, "not enough memory");
+        if (!remember_system(mod, d->name)) klua_no_memory(L);
         if (kiln_schedule_add(kw->schedule, d) != KILN_OK) klua_fail_world(L, kw->world, fname);
         return;
     }
@@ -210,7 +210,7 @@ static void hook_add_system(lua_State *L, klua_world *kw, const kiln_system_desc
         if (strcmp(mod->staged[i].name, d->name) == 0)
             klua_fail(L, fname, "a system named '%s' already exists", d->name);
     if (!klua_mods_grow(mods, (void **)&mod->staged, &mod->staged_cap, mod->staged_count + 1, sizeof *mod->staged))
-        luaL_error(L, "not enough memory");
+        klua_no_memory(L);
     klua_mod_staged *st = &mod->staged[mod->staged_count];
     memset(st, 0, sizeof *st);
     st->desc = *d;

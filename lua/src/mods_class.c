@@ -171,7 +171,7 @@ static int md_load(lua_State *L) {
     klua_mods *mods = check_mods(L, fname);
     const char *path = check_text(L, 2, fname, "path");
     if (!klua_mods_grow(mods, (void **)&mods->list, &mods->cap, mods->count + 1, sizeof *mods->list))
-        return luaL_error(L, "not enough memory");
+        return klua_no_memory(L);
     const char *why = begin(L, mods);
     if (why) klua_fail(L, fname, "%s", why);
     char err[KLUA_MOD_ERROR + 128];
@@ -249,7 +249,7 @@ static int load_found(lua_State *L) {
             f->state = 2;
             char err[KLUA_MOD_ERROR + 128];
             if (!klua_mods_grow(mods, (void **)&mods->list, &mods->cap, mods->count + 1, sizeof *mods->list))
-                return luaL_error(L, "not enough memory");
+                return klua_no_memory(L);
             klua_mod *mod = klua_mods_load(mods, f->path, NULL, err, sizeof err);
             if (mod) {
                 f->ok = true;

@@ -196,7 +196,7 @@ int klua_world_query(lua_State *L) {
     klua_query_link *link = fa(ud, NULL, 0, sizeof *link);
     if (!link) {
         kiln_query_destroy(q);
-        luaL_error(L, "not enough memory");
+        klua_no_memory(L);
     }
     *link = (klua_query_link){q, NULL, kw->queries};
     if (kw->queries) kw->queries->prev = link;

@@ -310,7 +310,7 @@ static void *grow(lua_State *L, void *p, int32_t *cap, int32_t need, size_t elem
     void *ud;
     lua_Alloc fa = lua_getallocf(L, &ud);
     uint8_t *q = fa(ud, p, (size_t)*cap * elem, (size_t)ncap * elem);
-    if (!q) luaL_error(L, "not enough memory");
+    if (!q) klua_no_memory(L);
     memset(q + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
     *cap = ncap;
     return q;
@@ -347,7 +347,7 @@ const klua_comp *klua_comp_get(lua_State *L, klua_world *kw, kiln_component c) {
     void *ud;
     lua_Alloc fa = lua_getallocf(L, &ud);
     klua_comp *cc = fa(ud, NULL, 0, sizeof *cc);
-    if (!cc) luaL_error(L, "not enough memory");
+    if (!cc) klua_no_memory(L);
     cc->info = info;
     cc->key0 = key0;
     cc->floats = floats;

@@ -462,7 +462,7 @@ uint8_t *klua_scratch(lua_State *L, klua_world *kw, size_t size) {
         lua_Alloc fa = lua_getallocf(L, &ud);
         size_t old_shift = (16 - (uintptr_t)kw->scratch % 16) % 16;
         uint8_t *p = fa(ud, kw->scratch, kw->scratch_size, n);
-        if (!p) luaL_error(L, "not enough memory");
+        if (!p) klua_no_memory(L);
         /* The allocator may align the grown block otherwise (LuaJIT's gives 8-byte blocks):
          * the bytes move with the aligned start, so a caller growing it mid-conversion keeps
          * what it wrote (spawn's fast path). */
@@ -518,7 +518,7 @@ kiln_schedule *klua_schedule(lua_State *L, klua_world *kw) {
         if (!kw->jobs) luaL_error(L, "kiln: cannot start %d worker threads", (int)kw->workers);
     }
     kw->schedule = kiln_schedule_create(kw->world, &(kiln_schedule_desc){.jobs = kw->jobs});
-    if (!kw->schedule) luaL_error(L, "not enough memory");
+    if (!kw->schedule) klua_no_memory(L);
     return kw->schedule;
 }
 
@@ -590,7 +590,7 @@ bool klua_flags_room(lua_State *L, klua_world *kw, kiln_component c) {
 }
 
 static void mark(lua_State *L, klua_world *kw, kiln_component c, uint8_t flag) {
-    if (!klua_flags_room(L, kw, c)) luaL_error(L, "not enough memory");
+    if (!klua_flags_room(L, kw, c)) klua_no_memory(L);
     kw->lua_valued[c] |= flag;
 }
 

@@ -189,7 +189,7 @@ static klua_system *new_system(lua_State *L, klua_world *kw) {
     void *ud;
     lua_Alloc alloc = klua_lasting_allocf(L, &ud); /* a console statement's ends with it */
     klua_system *s = alloc(ud, NULL, 0, sizeof *s);
-    if (!s) luaL_error(L, "not enough memory");
+    if (!s) klua_no_memory(L);
     memset(s, 0, sizeof *s);
     s->alloc = alloc;
     s->alloc_ud = ud;

@@ -265,7 +265,7 @@ int klua_new_world(lua_State *L, kiln_world *world, bool owned, int32_t workers)
     klua_world *kw = new_userdata(L);
     /* an owned world is made once its userdata, whose __gc destroys it, is there: the Lua
      * state refusing the userdata or its tables left it made and owned by no one */
-    if (owned && !(world = kiln_world_create(NULL))) luaL_error(L, "not enough memory");
+    if (owned && !(world = kiln_world_create(NULL))) klua_no_memory(L);
     kw->world = world;
     kw->owned = owned;
     kw->workers = workers;

@@ -391,6 +391,27 @@ START_TEST(a_method_raising_anywhere_leaves_the_collector_running) {
 }
 END_TEST
 
+/* A large block of the binding's own refused while small ones are granted (the scratch a
+ * 3000-byte value is converted in): the plain memory error Lua's allocator raises, LUA_ERRMEM
+ * under Lua 5.4 with no chunk:line: before it. luaL_error's position, which it could allocate,
+ * made it a runtime error a host's pcall could not tell from a script's. */
+START_TEST(a_large_binding_allocation_refused_raises_the_plain_memory_error) {
+    host h;
+    start(&h, "w:component('Wide', 'char text[3000];') wide = ('x'):rep(2999)");
+    run(h.L, "collectgarbage() collectgarbage()");
+    ck_assert_int_eq(luaL_loadstring(h.L, "w:spawn{Wide = {text = wide}}"), LUA_OK);
+    h.lua_mem.refuse_from = 2048;
+    int rc = lua_pcall(h.L, 0, 0, 0);
+    h.lua_mem.refuse_from = 0;
+    const char *msg = lua_tostring(h.L, -1);
+    ck_assert_msg(raised_for_memory(h.L, rc) && msg && strcmp(msg, "not enough memory") == 0, "status %d, '%s'", rc,
+                  msg ? msg : "?");
+    lua_pop(h.L, 1);
+    run(h.L, "assert(#w:get(w:spawn{Wide = {text = wide}}, 'Wide').text == 2999)");
+    stop(&h);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("world_lua_memory");
     TCase *tc = tcase_create("memory");
@@ -404,6 +425,7 @@ int main(void) {
     tcase_add_test(tc, a_budgeted_system_first_run_adds_no_registry_key_at_the_brink_of_the_registry_growing);
     tcase_add_test(tc, a_long_char_array_read_out_of_lua_memory_anywhere_raises_and_leaks_nothing);
     tcase_add_test(tc, worlds_made_out_of_lua_memory_at_every_registry_growth_keep_their_refs);
+    tcase_add_test(tc, a_large_binding_allocation_refused_raises_the_plain_memory_error);
 #if defined(KLUA_LUAJIT) && KLUA_LUAJIT
     tcase_add_test(tc, the_luajit_host_runs_the_ffi_paths);
 #endif
