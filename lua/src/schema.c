@@ -81,7 +81,9 @@ int klua_parse_schema(lua_State *L, const char *schema, kiln_field *fields, char
     for (;;) {
         skip_space(&c);
         if (*c.p == '\0') break;
-        if (!read_ident(&c, word, sizeof word)) return fail(L, schema, &c, "expected a type");
+        if (!read_ident(&c, word, sizeof word)) /* it stopped at the name's start when too long */
+            return fail(L, schema, &c,
+                        ascii_name_start(*c.p) ? "type name too long (1 to 63 bytes)" : "expected a type");
         int t = -1;
         for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
             if (strcmp(type_names[i].name, word) == 0) t = (int)i;

@@ -130,6 +130,17 @@ describe("runtime failures", function()
         assert.are.equal(4, w:component_info("Longest").size)
     end)
 
+    it("say a schema's type name is too long past 63 bytes, and unknown at 63", function()
+        local w = H.world()
+        H.unchanged(w, nil, function() w:component("T63", string.rep("t", 63) .. " x;") end,
+                    "world:component", "T63: unknown type '" .. string.rep("t", 63) .. "' at position 64")
+        for _, n in ipairs{64, 65} do
+            H.unchanged(w, nil, function() w:component("T" .. n, string.rep("t", n) .. " x;") end,
+                        "world:component", "T" .. n .. ": type name too long (1 to 63 bytes) at position 1")
+        end
+        H.unchanged(w, nil, function() w:component("Digit", "3d x;") end, "Digit: expected a type at position 1")
+    end)
+
     it("are bounded when they quote what the caller gave", function()
         local w = H.world()
         local huge = string.rep("f", 10 * 1024 * 1024)

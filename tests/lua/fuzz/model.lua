@@ -74,7 +74,8 @@ function M.parse_schema(s)
     while true do
         skip()
         if pos > #s then break end
-        local tname = ident()
+        local tname, type_too_long = ident()
+        if type_too_long then return nil, "type name too long (1 to 63 bytes)" end
         if not tname then return nil, "expected a type" end
         local t = M.types[tname]
         if not t then return nil, "unknown type" end
