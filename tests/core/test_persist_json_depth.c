@@ -103,6 +103,33 @@ static bool ask(void *ud) {
     return ++a->asks <= a->yes_for;
 }
 
+/* A backslash in a string as the last byte of a 64 KiB piece: the scan carries the escape into
+ * the next piece instead of stepping past the piece's end, so it still asks after 65536 bytes (it
+ * said "after 65537", and every later piece began a byte late). */
+KILN_TEST(depth, the_depth_scan_asks_on_the_64_kib_grid_when_a_piece_ends_in_an_escape) {
+    enum { PIECE = 64 << 10 };
+    static const char head[] = "{\"kiln\":1,\"tick\":1,\"a\":\"";
+    size_t size = PIECE + 100, at = sizeof head - 1;
+    char *doc = malloc(size + 1);
+    ck_assert_ptr_nonnull(doc);
+    memcpy(doc, head, at);
+    memset(doc + at, 'x', size - at);
+    doc[PIECE - 1] = '\\'; /* the piece's last byte escapes the first of the next: a quote */
+    doc[PIECE] = '"';
+    memcpy(doc + size - 2, "\"}", 3);
+    pf_world w;
+    pf_open(&w, false);
+    asker no = {0, 0};
+    kiln_load_desc d = {.keep_going = ask, .ud = &no};
+    ck_assert_int_eq(kiln_load(w.world, doc, size, &d), KILN_ERR_LIMIT);
+    char want[128];
+    snprintf(want, sizeof want, "kiln_load: stopped by the caller after %d of %zu bytes", PIECE, size);
+    ck_assert_str_eq(kiln_world_error(w.world), want);
+    ck_assert_int_eq(no.asks, 1);
+    free(doc);
+    pf_close(&w);
+}
+
 /* The depth scan reads the whole text before jansson does: over megabytes of it a caller with a
  * time limit (the console) is asked every 64 KiB there too, and its no stops the scan. */
 KILN_TEST(depth, the_depth_scan_asks_keep_going_every_64_kib_and_stops_when_told) {

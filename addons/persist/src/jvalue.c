@@ -121,15 +121,17 @@ const char *pz_json_error_hint(const json_error_t *err) {
 size_t pz_json_too_deep(const void *data, size_t size, pz_scan_ask_fn ask, void *ud) {
     const unsigned char *p = data;
     int depth = 0;
-    bool quoted = false;
+    bool quoted = false, escaped = false; /* escaped: the byte after a backslash, in a string */
     size_t i = 0;
     while (i < size) { /* a piece of PZ_ASK_BYTES at a time, asking between pieces */
         if (i > 0 && ask && !ask(ud, i)) return SIZE_MAX;
         size_t end = size - i > PZ_ASK_BYTES ? i + PZ_ASK_BYTES : size;
-        for (; i < end; i++) {
+        for (; i < end; i++) { /* never past end: the escape is carried, so asks fall on the grid */
             unsigned char c = p[i];
-            if (quoted) {
-                if (c == '\\') i++; /* the escaped byte is no quote */
+            if (escaped) {
+                escaped = false; /* the escaped byte is no quote */
+            } else if (quoted) {
+                if (c == '\\') escaped = true;
                 else if (c == '"') quoted = false;
             } else if (c == '"') {
                 quoted = true;
