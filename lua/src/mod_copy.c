@@ -324,7 +324,7 @@ static int call_thunk(lua_State *T) {
     /* a held link's function is never let go: only a script replacing the registry's anchor
      * (debug.getregistry) loses it */
     if (lua_rawgetp(T, 1, cc->link) != LUA_TFUNCTION)
-        return luaL_error(T, "the function this proxy calls is gone (a script replaced its state's registry entry)");
+        klua_raise(T, "the function this proxy calls is gone (a script replaced its state's registry entry)");
     lua_replace(T, 1);
     lua_settop(T, 1);
     copy_ctx c = {cc->caller, T, cc->mods, NULL, "an argument", 0, 0, 0, false, &cc->copied};
@@ -387,8 +387,8 @@ static int proxy(lua_State *L) {
     klua_mods *mods = h ? h->mods : NULL;
     uint64_t gen = h ? h->generation : 0;
     /* a handle let go belongs to a proxy being collected (called by a finalizer of its state) */
-    if (!h || !h->link) return luaL_error(L, "%s: the proxy was released", callee_name);
-    if (!mods || mods->closed) return luaL_error(L, "%s: the mod manager is closed", callee_name);
+    if (!h || !h->link) klua_fail(L, callee_name, "the proxy was released");
+    if (!mods || mods->closed) klua_fail(L, callee_name, "the mod manager is closed");
     klua_mod *callee = NULL;
     lua_State *T;
     if (gen == 0) {
@@ -396,17 +396,17 @@ static int proxy(lua_State *L) {
     } else {
         for (int i = 0; i < mods->count && !callee; i++)
             if (mods->list[i]->generation == gen) callee = mods->list[i];
-        if (!callee || !callee->L) return luaL_error(L, "%s is no longer loaded", callee_name);
-        if (callee->mem.depth > 0) return luaL_error(L, "cannot call into %s while its own code runs", callee_name);
+        if (!callee || !callee->L) klua_raise(L, "%s is no longer loaded", callee_name);
+        if (callee->mem.depth > 0) klua_raise(L, "cannot call into %s while its own code runs", callee_name);
         T = callee->L;
     }
-    if (T == L) return luaL_error(L, "%s: a proxy cannot call into its own state", callee_name);
+    if (T == L) klua_fail(L, callee_name, "a proxy cannot call into its own state");
     /* each state stops its own C calls at its own limit, never the sum: 70 mods each calling
      * the next one's export from 180 nested pcalls ran the host's 8 MiB stack out */
     if (klua_c_stack_short(&mods->stack, CROSS_RESERVE))
-        return luaL_error(L, "%s: calls between mods nest too deep (the C stack is nearly spent)", callee_name);
+        klua_fail(L, callee_name, "calls between mods nest too deep (the C stack is nearly spent)");
     int base = lua_gettop(T);
-    if (!lua_checkstack(T, 8)) return luaL_error(L, "%s: out of stack", callee_name);
+    if (!lua_checkstack(T, 8)) klua_fail(L, callee_name, "out of stack");
     call_ctx cc = {L, mods, callee, h->link, lua_gettop(L), 0};
     klua_system *borrowed = NULL;
     klua_armed saved;
@@ -426,7 +426,7 @@ static int proxy(lua_State *L) {
             int64_t left = ckw->budget_limit - ckw->budget_used;
             if (left <= 0) {
                 spend(L, ckw, 1);
-                return luaL_error(L, "%s: the caller's budget is spent", callee_name);
+                klua_fail(L, callee_name, "the caller's budget is spent");
             }
             if (left < limit) limit = left;
         }
@@ -470,7 +470,7 @@ static int proxy(lua_State *L) {
         snprintf(msg, sizeof msg, "%s", m ? m : "(error object is not a string)");
         lua_settop(T, base);
         if (callee) settle_callee(callee);
-        return luaL_error(L, "%s: %s", callee_name, msg);
+        klua_fail(L, callee_name, "%s", msg);
     }
     /* the results are copied under a protected call of the caller's, so that a copy that
      * fails (the caller's memory full, a value refused) still leaves T as it was */
@@ -478,13 +478,14 @@ static int proxy(lua_State *L) {
     int top = lua_gettop(L);
     if (!lua_checkstack(L, 4)) {
         lua_settop(T, base);
-        return luaL_error(L, "%s: out of stack", callee_name);
+        klua_fail(L, callee_name, "out of stack");
     }
     lua_pushlightuserdata(L, &rc);
     status = klua_pcall_c(L, copy_results, 1, LUA_MULTRET, 0);
     lua_settop(T, base);
     if (callee) settle_callee(callee);
-    if (status != LUA_OK) return lua_error(L);
+    if (status == LUA_ERRMEM) return lua_error(L); /* the memory error stays one */
+    if (status != LUA_OK) klua_fail(L, callee_name, "%s", lua_tostring(L, -1)); /* a result refused */
     return lua_gettop(L) - top;
 }
 

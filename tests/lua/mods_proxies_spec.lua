@@ -339,3 +339,34 @@ describe("a proxy", function()
         frames(w, 1)
     end)
 end)
+
+describe("a proxy's failure", function()
+    after_each(M.cleanup)
+
+    -- Each proxy is called from a Lua function, not straight from pcall: luaL_error put that
+    -- function's chunk:line: in front then, and only then; and a refused result named no one.
+    it("reads 'callee: detail' however it is called, a refused result included", function()
+        local _, mods = M.host{allow = {host_meta = function() return setmetatable({}, {}) end}}
+        local dir = M.folder()
+        assert(mods:load(M.folder_mod(dir, "lib", {name = "lib"}, {["init.lua"] = [[
+            mod.exports.boom = function() error("boom", 0) end
+            mod.exports.meta = function() return setmetatable({}, {}) end
+            mod.exports.id = function(x) return x end
+        ]]})))
+        assert(mods:load(M.folder_mod(dir, "user", {name = "user", depends = {"lib"}}, {["init.lua"] = [[
+            local lib = mod.import("lib")
+            local function try(f) print(select(2, pcall(f))) end
+            try(function() return lib.boom() end)
+            try(function() return lib.meta() end)
+            try(function() return lib.id(setmetatable({}, {})) end)
+            try(function() return host_meta() end)
+        ]]})))
+        assert.are.same({
+            "mod 'lib': boom",
+            "mod 'lib': a result holds a table with a metatable, which cannot be copied",
+            "mod 'lib': an argument holds a table with a metatable, which cannot be copied",
+            "the host: a result holds a table with a metatable, which cannot be copied",
+        }, mods:log("user"))
+        mods:close()
+    end)
+end)
