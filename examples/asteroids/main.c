@@ -317,7 +317,7 @@ static void load_mods(game *g) {
             say(stdout, "mod: %s (%d system%s)\n", path, (int)n, n == 1 ? "" : "s");
             lua_pop(L, 1);
         } else {
-            say(stderr, "asteroids: cannot load mod %s: %s\n", path, lua_tostring(L, -1));
+            say(stderr, "asteroids: %s\n", lua_tostring(L, -1)); /* "mods:load: mod 'm': why": named once */
             fprintf(stderr, "asteroids: playing on without mod %s\n", path);
         }
         lua_pop(L, 2);
@@ -336,7 +336,7 @@ static void load_mods(game *g) {
     }
     lua_pushnil(L);
     while (lua_next(L, -2)) {
-        say(stderr, "asteroids: cannot load mod %s: %s\n", lua_tostring(L, -2), lua_tostring(L, -1));
+        say(stderr, "asteroids: --mods %s: %s\n", g->opt.mods_dir, lua_tostring(L, -1)); /* "mod 'm': why" */
         say(stderr, "asteroids: playing on without mod %s\n", lua_tostring(L, -2));
         lua_pop(L, 1);
     }
