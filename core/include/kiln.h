@@ -591,20 +591,20 @@ kiln_result kiln_commands_remove(kiln_commands *cmd, kiln_entity entity, kiln_co
  * is applied, in order. KILN_ERR_UNKNOWN_EVENT for a type the world does not know. */
 kiln_result kiln_commands_emit(kiln_commands *cmd, kiln_event_type type, const void *value);
 
-/* Applies the commands in order to world (the buffer's world), stamping written rows with the current tick;
- * writes how many were applied to applied (may be NULL). A despawn of a dead entity is skipped silently
- * (and counted); a remove of an absent component is a no-op. An add, set or remove aimed at a dead entity,
- * a set of an absent component, an add of a component the world does not know, a value holding a placeholder
- * that cannot be rewritten or refused by its check hook, a limit or out of memory fails with the world error:
- * those before it landed and left the buffer; it and those after it stay, owning their values, and a later
- * apply goes on with them (placeholders spawned keep their entities) unless kiln_commands_skip gives it up.
- * Refused while a query of world iterates or from a running system that is not exclusive: nothing applied. */
+/* Applies the commands in order to world (the buffer's world), stamping written rows with the current tick; writes how
+ * many were applied to applied (may be NULL). A despawn of a dead entity is skipped silently (and counted); a remove of
+ * an absent component is a no-op. An add, set or remove aimed at a dead entity, a set of an absent component, an add of
+ * a component the world does not know, a value holding a placeholder that cannot be rewritten or refused by its check
+ * hook, a limit or out of memory fails with the world error: those before it landed and left the buffer; it and those
+ * after it stay, owning their values, and a later apply goes on with them (placeholders spawned keep their entities)
+ * unless kiln_commands_skip gives it up. Refused while a query of world iterates or from a running system that is not
+ * exclusive: nothing applied. What a hook it runs records into the buffer lands in it too. */
 kiln_result kiln_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *applied);
 
 /* kiln_commands_clear discards every pending command, destroying their values once. kiln_commands_skip discards the
- * first (where a failed apply stopped; a spawn with the adds it holds), its value destroyed, writing how many went
- * to skipped (may be NULL; 0: none pending); from a hook its apply runs it skips none: KILN_ERR_INVALID_ARGUMENT.
- * Commands aimed at a skipped spawn's placeholder then fail ("its spawn did not land"). kiln_commands_count: pending. */
+ * first (where a failed apply stopped; a spawn with the adds it holds), its value destroyed, writing how many went to
+ * skipped (may be NULL; 0: none pending); from a hook its apply runs, neither drops any (the world error; skip:
+ * KILN_ERR_INVALID_ARGUMENT). Commands aimed at a skipped spawn then fail. kiln_commands_count: pending. */
 void kiln_commands_clear(kiln_commands *cmd);
 kiln_result kiln_commands_skip(kiln_commands *cmd, int64_t *skipped);
 int64_t kiln_commands_count(const kiln_commands *cmd);
@@ -638,11 +638,11 @@ const char *kiln_commands_error(const kiln_commands *cmd);
  * no section opened (past the first 32 threads with sections open at once, each takes memory for its count). */
 kiln_result kiln_defer_begin(kiln_world *world);
 
-/* Ends a section; the outermost end applies the queue. KILN_ERR_OUT_OF_MEMORY when it could not be fully applied,
- * KILN_ERR_INVALID_ARGUMENT from a destroy or move hook: what was not applied (from the change out of memory on) stays
- * queued for the next outermost end, unless kiln_defer_clear drops it (values destroyed, reserved spawns let go;
- * refused while deferred), as an undo must. An end on a thread with no kiln_defer_begin of its own open (another
- * thread's section, a loop's) is refused, changing nothing, also inside a running system that is not exclusive. */
+/* Ends a section; the outermost end applies the queue (and what its hooks queue). KILN_ERR_OUT_OF_MEMORY when it could
+ * not be fully applied, KILN_ERR_INVALID_ARGUMENT from a destroy or move hook: what was not applied (from the change
+ * out of memory on) stays queued for the next outermost end, unless kiln_defer_clear drops it (values destroyed, spawns
+ * let go; refused while deferred or in the end's hooks), as an undo must. An end on a thread with no begin of its own
+ * open (another thread's section, a loop's) is refused, changing nothing, also in a non-exclusive running system. */
 kiln_result kiln_defer_end(kiln_world *world);
 void kiln_defer_clear(kiln_world *world);
 

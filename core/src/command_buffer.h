@@ -103,6 +103,13 @@ typedef struct kl_block {
     size_t alloc_size;
 } kl_block;
 
+/* A command array an apply may still read, kept until it ends (see kiln_commands.retired). */
+typedef struct kl_retired {
+    struct kl_retired *next;
+    kl_cmd *cmds;
+    int64_t cap;
+} kl_retired;
+
 struct kiln_commands {
     kiln_world *world;      /* NULL once the world was destroyed (the buffer is detached) */
     kiln_commands *next, *prev; /* the world's list of user buffers */
@@ -135,6 +142,9 @@ struct kiln_commands {
     /* for the messages of dropped commands (after the fields the apply loop reads) */
     const char *owner;  /* a system's buffer: the system's name; else NULL */
     int64_t apply_head; /* head when the apply under way began: a dropped slot's place in it */
+    /* arrays the command array grew out of while applied (a hook of the apply recording into the buffer: the
+     * apply holds pointers into the slot it lands, and the values a spawn takes), freed as the apply ends */
+    kl_retired *retired;
 };
 
 /* Placeholders: bit 62, a batch tag in bits 24..61 and the spawn's index in the batch in

@@ -96,6 +96,15 @@ static void reset_batch(kiln_commands *cmd) {
 
 void kiln_commands_clear(kiln_commands *cmd) {
     KILN_ASSERT(cmd != NULL, "cmd is NULL");
+    /* A hook its apply runs: the apply still lands the value at head, which the clear would destroy (a value
+     * destroyed twice), as kiln_commands_skip is refused in every build. */
+    if (cmd->applying) {
+        kl_fail(cmd->world, KILN_ERR_INVALID_ARGUMENT, "%s: the %s is being applied (called from a hook its apply "
+                "runs); nothing was dropped: clear after the apply returns",
+                cmd == cmd->world->deferred ? "kiln_defer_clear" : "kiln_commands_clear",
+                cmd == cmd->world->deferred ? "world's queue" : "buffer");
+        return;
+    }
     destroy_pending(cmd);
     cmd->head = cmd->count = cmd->held = cmd->held_end = 0;
     cmd->hold = KL_NO_HOLD;
@@ -255,6 +264,27 @@ static inline __attribute__((always_inline)) bool push_fast(kiln_commands *cmd, 
     return true;
 }
 
+/* Room for need commands. Out of a hook an apply of the buffer runs (a destroy hook recording what follows from
+ * it, or a deferred call from a hook while the world's queue lands), the array is copied instead of resized: the
+ * apply holds pointers into the old one, kept on cmd->retired until it ends. */
+static bool grow_cmds(kiln_commands *cmd, int64_t need) {
+    if (!cmd->applying) return kl_grow(cmd->alloc, (void **)&cmd->cmds, &cmd->cap, need, sizeof(kl_cmd), 64);
+    if (need <= cmd->cap) return true;
+    kl_retired *old = kl_alloc(cmd->alloc, sizeof *old);
+    void *fresh = NULL;
+    int64_t cap = 0;
+    if (!old || !kl_grow(cmd->alloc, &fresh, &cap, need > 2 * cmd->cap ? need : 2 * cmd->cap, sizeof(kl_cmd), 64)) {
+        kl_free(cmd->alloc, old, sizeof *old);
+        return false;
+    }
+    if (cmd->count > 0) memcpy(fresh, cmd->cmds, sizeof(kl_cmd) * (size_t)cmd->count);
+    *old = (kl_retired){cmd->retired, cmd->cmds, cmd->cap};
+    cmd->retired = old;
+    cmd->cmds = fresh;
+    cmd->cap = cap;
+    return true;
+}
+
 /* Appends a command; the value (size bytes, or none) is copied or moved in. */
 __attribute__((noinline)) static kiln_result push_slow(kiln_commands *cmd, const char *call,
                                                        kl_op op, kiln_entity target,
@@ -266,8 +296,7 @@ __attribute__((noinline)) static kiln_result push_slow(kiln_commands *cmd, const
         cmd->hold = KL_NO_HOLD;
         reset_values(cmd);
     }
-    if (cmd->count == cmd->cap &&
-        !kl_grow(cmd->alloc, (void **)&cmd->cmds, &cmd->cap, cmd->count + 1, sizeof(kl_cmd), 64))
+    if (cmd->count == cmd->cap && !grow_cmds(cmd, cmd->count + 1))
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory recording a command",
                            call);
     kl_cmd *c = &cmd->cmds[cmd->count];
@@ -536,8 +565,7 @@ static kiln_result spawn_with_ready(kiln_commands *cmd, const char *call, const 
         if (values && values[i] && comp->size > 0 && !inline_value(KL_OP_ADD, comp, comp->size))
             bytes += ((size_t)comp->size + 15) & ~(size_t)15;
     }
-    if (cmd->cap - cmd->count < (int64_t)count + 1 &&
-        !kl_grow(cmd->alloc, (void **)&cmd->cmds, &cmd->cap, cmd->count + count + 1, sizeof(kl_cmd), 64))
+    if (cmd->cap - cmd->count < (int64_t)count + 1 && !grow_cmds(cmd, cmd->count + count + 1))
         return record_fail(cmd, KILN_ERR_OUT_OF_MEMORY, "%s: out of memory recording a command", call);
     if (bytes > 0) { /* a block with room for them all, taken and given back */
         if (!value_room(cmd, bytes))

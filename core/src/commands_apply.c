@@ -74,17 +74,17 @@ static kiln_entity find_for_spawn(const void *ctx, kiln_entity e, kl_link_state 
 __attribute__((noinline)) static void drop_command(kiln_commands *cmd, int64_t number, kl_cmd *c, kiln_entity e,
                                                    kiln_result code, const char *why) {
     kiln_world *world = cmd->world;
-    if (c->has_value && c->hooks_known) {
-        const kl_component *comp = kl_component_get(world, c->component);
-        if (comp && comp->destroy) {
-            world->in_hook++; /* mid-apply (kl_in_hook) */
-            comp->destroy(cmd_value(c), 1, comp->hook_ctx);
-            world->in_hook--;
-        }
-    }
-    c->has_value = 0;
+    /* c is read before the hook runs: one recording into the buffer moves its commands (grow_cmds) */
     char what[KILN_MAX_NAME + 128];
     describe_command(cmd, number, c, e, what, sizeof what);
+    const kl_component *comp = c->has_value && c->hooks_known ? kl_component_get(world, c->component) : NULL;
+    void *value = cmd_value(c);
+    c->has_value = 0;
+    if (comp && comp->destroy) {
+        world->in_hook++; /* mid-apply (kl_in_hook) */
+        comp->destroy(value, 1, comp->hook_ctx);
+        world->in_hook--;
+    }
     world->dropped++;
     world->dropped_code = code;
     snprintf(world->dropped_error, sizeof world->dropped_error, "%s: %s%s%s%s: %s; dropped", cmd->call,
@@ -577,7 +577,8 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     if (cmd->lenient && c->op != KL_OP_REMOVE && comp->check &&
         (refused = kl_component_check(world, comp, e, c->has_value ? cmd_value(c) : NULL, cmd->call)) != KILN_OK) {
         const char *reason = reason_of(cmd);
-        drop_command(cmd, i - cmd->apply_head + 1, c, e, refused, reason ? reason : "its check refused the value");
+        drop_command(cmd, i - cmd->apply_head + 1, &cmd->cmds[i], e, refused, /* the check may have recorded */
+                     reason ? reason : "its check refused the value");
         return 1;
     }
     if (unsized != KILN_OK) return refuse(cmd, i, c, e, unsized, why, result);
@@ -601,6 +602,7 @@ static inline __attribute__((always_inline)) int64_t apply_one(kiln_commands *cm
     default:
         break;
     }
+    c = &cmd->cmds[i]; /* a hook of the change may have recorded into the buffer, moving its commands */
     if (*result != KILN_OK) return refuse_failed(cmd, i, c, e, result);
     c->has_value = 0; /* the world owns it now */
     return 1;
@@ -703,6 +705,12 @@ kiln_result kl_commands_apply(kiln_commands *cmd, kiln_world *world, int64_t *ap
         if (r != KILN_OK) break;
     }
     cmd->applying = false;
+    for (kl_retired *old = cmd->retired, *next; old; old = next) { /* nothing points into them now */
+        next = old->next;
+        kl_free(cmd->alloc, old->cmds, sizeof(kl_cmd) * (size_t)old->cap);
+        kl_free(cmd->alloc, old, sizeof *old);
+    }
+    cmd->retired = NULL;
     if (applied) *applied = n;
     if (r != KILN_OK) return r;
     give_back_room(cmd);

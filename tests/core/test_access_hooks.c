@@ -16,8 +16,10 @@ typedef struct owned {
 /* What the Own destroy hook does when it destroys the value with id trigger. */
 typedef enum hook_action {
     DO_NOTHING, REMOVE_POS, DESPAWN_TARGET, SPAWN, APPLY_BUFFER, DEFER_DESPAWN, SET_RESOURCE, REMOVE_RESOURCE,
-    READ_ROWS
+    READ_ROWS, CLEAR_BUFFER, CLEAR_QUEUE, RECORD_SPAWNS, DEFER_SPAWNS
 } hook_action;
+
+#define HOOK_SPAWNS 300 /* RECORD_SPAWNS and DEFER_SPAWNS: past the room a buffer starts with */
 
 typedef struct hook_probe {
     kiln_world *world;
@@ -34,6 +36,7 @@ typedef struct hook_probe {
     int64_t listed, queried, visited;
     kiln_entity list[8];
     bool target_read;      /* READ_ROWS: kiln_get of target's Pos gave a value */
+    int destroyed[16];     /* times the value with each id (below 16) was destroyed */
 } hook_probe;
 
 static hook_probe P;
@@ -53,6 +56,16 @@ static void act(hook_probe *p) {
         break;
     case SET_RESOURCE: p->result = kiln_resource_set(p->world, p->pos, &(int64_t){42}); break;
     case REMOVE_RESOURCE: p->result = kiln_resource_remove(p->world, p->pos, NULL); break;
+    case CLEAR_BUFFER: kiln_commands_clear(p->buffer); break;
+    case CLEAR_QUEUE: kiln_defer_clear(p->world); break;
+    case RECORD_SPAWNS:
+        for (int i = 0; i < HOOK_SPAWNS; i++) ck_assert_int_eq(kiln_commands_spawn(p->buffer, &e), KILN_OK);
+        break;
+    case DEFER_SPAWNS:
+        kiln_defer_begin(p->world);
+        for (int i = 0; i < HOOK_SPAWNS; i++) ck_assert_int_eq(kiln_spawn(p->world, &e), KILN_OK);
+        p->result = kiln_defer_end(p->world);
+        break;
     case READ_ROWS: {
         p->listed = kiln_world_entities(p->world, p->list, 8);
         p->queried = kiln_query_count(p->with_pos);
@@ -70,8 +83,10 @@ static void act(hook_probe *p) {
 static void destroy_owned(void *ptr, int32_t count, void *ctx) {
     hook_probe *p = ctx;
     const owned *o = ptr;
-    for (int32_t i = 0; i < count; i++)
+    for (int32_t i = 0; i < count; i++) {
+        if (o[i].id >= 0 && o[i].id < 16) p->destroyed[o[i].id]++;
         if (o[i].id == p->trigger) act(p);
+    }
 }
 
 static kiln_entity ents[3];
@@ -239,4 +254,61 @@ KILN_TEST(hooks, calls_reading_every_row_from_a_hook_mid_move_see_the_moving_ent
     ck_assert_int_eq(kiln_world_entities(P.world, NULL, 0), 3);
     ck_assert_int_eq(kiln_query_count(P.with_pos), 3);
     kiln_query_destroy(P.with_pos);
+}
+
+/* Replaces Own 1 (whose hook runs action) by 11 and Own 2 by 12 through a buffer (P.buffer, applied) or the
+ * world's queue (a section's end): the hook ran once and both landed. Returns how many the apply applied. */
+static int64_t land_two_sets(hook_action action, bool queue) {
+    P.action = action;
+    int64_t applied = 0;
+    if (queue) {
+        ck_assert_int_eq(kiln_defer_begin(P.world), KILN_OK);
+        ck_assert_int_eq(kiln_set(P.world, ents[0], P.own, &(owned){11}), KILN_OK);
+        ck_assert_int_eq(kiln_set(P.world, ents[1], P.own, &(owned){12}), KILN_OK);
+        ck_assert_int_eq(kiln_defer_end(P.world), KILN_OK);
+    } else {
+        P.buffer = kiln_commands_create(P.world);
+        ck_assert_int_eq(kiln_commands_set(P.buffer, ents[0], P.own, &(owned){11}), KILN_OK);
+        ck_assert_int_eq(kiln_commands_set(P.buffer, ents[1], P.own, &(owned){12}), KILN_OK);
+        ck_assert_int_eq(kiln_commands_apply(P.buffer, P.world, &applied), KILN_OK);
+    }
+    ck_assert_int_eq(P.calls, 1);
+    ck_assert_int_eq(id_of(ents[0]), 11);
+    ck_assert_int_eq(id_of(ents[1]), 12);
+    return applied;
+}
+
+/* A clear from a hook of the apply destroyed the values still pending, the one being landed
+ * among them, which the world then held: destroyed again as it was replaced or freed. */
+KILN_TEST(hooks, a_clear_of_the_buffer_from_a_hook_its_apply_runs_is_refused_and_every_value_lands) {
+    ck_assert_int_eq(land_two_sets(CLEAR_BUFFER, false), 2);
+    test_assert_names(P.message, "kiln_commands_clear: the buffer is being applied (called from a hook");
+    ck_assert_int_eq(P.destroyed[11] + P.destroyed[12], 0);
+    kiln_commands_destroy(P.buffer);
+}
+
+/* The same through the world's queue: kiln_defer_clear from a hook the outermost end runs. */
+KILN_TEST(hooks, a_clear_of_the_queue_from_a_hook_its_end_runs_is_refused_and_every_change_lands) {
+    land_two_sets(CLEAR_QUEUE, true);
+    test_assert_names(P.message, "kiln_defer_clear: the world's queue is being applied (called from a hook");
+    ck_assert_int_eq(P.destroyed[11] + P.destroyed[12], 0);
+}
+
+/* A hook recording into the buffer its apply runs grew the command array under the apply,
+ * which then wrote into the freed one (ASan: heap-use-after-free). Its records land in that
+ * apply, after the others. */
+KILN_TEST(hooks, records_into_the_buffer_from_a_hook_its_apply_runs_land_in_that_apply) {
+    ck_assert_int_eq(land_two_sets(RECORD_SPAWNS, false), 2 + HOOK_SPAWNS);
+    ck_assert_int_eq(kiln_commands_count(P.buffer), 0);
+    ck_assert_int_eq(kiln_entity_count(P.world), 3 + HOOK_SPAWNS);
+    kiln_commands_destroy(P.buffer);
+}
+
+/* The same through the world's queue: a section the hook opens while the outermost end lands
+ * the queue queues into it (its own end is refused), and the end lands those spawns too. */
+KILN_TEST(hooks, deferred_spawns_from_a_hook_the_outermost_end_runs_land_in_that_end) {
+    land_two_sets(DEFER_SPAWNS, true);
+    assert_refused_in_hook("kiln_defer_end");
+    ck_assert(!kiln_is_deferred(P.world));
+    ck_assert_int_eq(kiln_entity_count(P.world), 3 + HOOK_SPAWNS);
 }
