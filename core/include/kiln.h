@@ -228,15 +228,15 @@ typedef struct kiln_field {
 typedef void (*kiln_destroy_fn)(void *ptr, int32_t count, void *ctx);
 typedef void (*kiln_move_fn)(void *dst, void *src, int32_t count, void *ctx);
 
-/* A check hook: decides whether value may become entity's value of the component. It
- * returns KILN_OK to accept; anything else refuses, and the calling function fails with that
- * code, the world unchanged and the message "kiln_<function>: <why>" (write why, a
- * NUL-terminated sentence of at most why_size bytes). value is the value given, else the
- * component's defaults, else NULL (all zeroes). entity is KILN_NULL_ENTITY for a spawn or a
- * resource. The hook reads the world but must not change it; it runs on the caller's thread, so a system
- * calling declares what it reads ("Declared access"). It runs in kiln_add, kiln_set, kiln_spawn_with,
- * kiln_spawn_batch, kiln_resource_set, kiln_load and kiln_commands_apply (in deferred sections when a call is
- * queued and again when it lands, a refused change dropped); pointer writes are not checked (kiln_component_check). */
+/* A check hook: decides whether value may become entity's value of the component. It returns KILN_OK to accept;
+ * anything else refuses, and the calling function fails with that code, the world unchanged and the message
+ * "kiln_<function>: <why>" (write why, a NUL-terminated sentence of at most why_size bytes). value is the value given,
+ * else the component's defaults, else NULL (all zeroes). entity is KILN_NULL_ENTITY for a spawn or a resource. The hook
+ * reads the world but must not change it (a change it makes fails, as from a destroy hook); it runs on the caller's
+ * thread, so a system calling declares what it reads ("Declared access"). It runs in kiln_add, kiln_set,
+ * kiln_spawn_with, kiln_spawn_batch, kiln_resource_set, kiln_load and kiln_commands_apply (in deferred sections when a
+ * call is queued and again when it lands, a refused change dropped); pointer writes are not checked
+ * (kiln_component_check). */
 typedef kiln_result (*kiln_check_fn)(const kiln_world *world, kiln_entity entity,
                                      const void *value, void *ctx, char *why, size_t why_size);
 

@@ -44,8 +44,8 @@ static kiln_result missing(kiln_world *world, const char *call, kiln_entity e,
 kiln_result kl_fail_in_hook(kiln_world *world, const char *call) {
     if (world->in_check_of)
         return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: called from a component's check hook while %s "
-                       "checks the values it loads; a check hook reads the world and must not change it", call,
-                       world->in_check_of);
+                       "checks %s; a check hook reads the world and must not change it", call, world->in_check_of,
+                       strcmp(world->in_check_of, "kiln_load") == 0 ? "the values it loads" : "a value");
     return kl_fail(world, KILN_ERR_INVALID_ARGUMENT, "%s: called from a component's destroy or move "
                    "hook while the world changes; record it into a command buffer instead", call);
 }

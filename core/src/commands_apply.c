@@ -229,8 +229,8 @@ static inline kiln_result add_unfit(kiln_commands *cmd, const kl_cmd *c, kl_cmd 
     if (*own || !comp->check) return KILN_OK;
     why[0] = '\0';
     *checked = true;
-    code = comp->check(cmd->world, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
-                       a->has_value ? cmd_value(a) : comp->defaults, comp->hook_ctx, why, size);
+    code = kl_component_ask(cmd->world, comp, c->op == KL_OP_MATERIALIZE ? c->target : KILN_NULL_ENTITY,
+                            a->has_value ? cmd_value(a) : comp->defaults, cmd->call, why, size);
     if (code != KILN_OK && !why[0]) snprintf(why, size, "its check refused the value");
     return code;
 }

@@ -352,12 +352,28 @@ void kl_component_set_check_rows(kiln_world *world, kiln_component id, kl_check_
     if (c && c->check) c->check_rows = fn;
 }
 
+kiln_result kl_component_ask(kiln_world *world, const kl_component *c, kiln_entity entity, const void *value,
+                             const char *call, char *why, size_t why_size) {
+    /* Deferred (a section, a loop, a stage, whose workers may ask at once) a change from the hook only queues.
+     * Otherwise the caller holds the entity's row, or a command, across the hook: a change from it (the world is
+     * const to the hook, but a cast gets past that) is refused as from a destroy hook (kl_in_hook), naming it. */
+    if (kl_deferred(world) || atomic_load_explicit(&world->in_stage, memory_order_relaxed))
+        return c->check(world, entity, value, c->hook_ctx, why, why_size);
+    const char *outer = world->in_check_of;
+    world->in_hook++;
+    world->in_check_of = call;
+    kiln_result r = c->check(world, entity, value, c->hook_ctx, why, why_size);
+    world->in_check_of = outer;
+    world->in_hook--;
+    return r;
+}
+
 kiln_result kl_component_check(kiln_world *world, const kl_component *c, kiln_entity entity,
                                const void *value, const char *call) {
     if (!c->check) return KILN_OK;
     char why[KL_ERROR_SIZE - 64];
     why[0] = '\0';
-    kiln_result r = c->check(world, entity, value ? value : c->defaults, c->hook_ctx, why, sizeof why);
+    kiln_result r = kl_component_ask(world, c, entity, value ? value : c->defaults, call, why, sizeof why);
     if (r == KILN_OK) return KILN_OK;
     why[sizeof why - 1] = '\0';
     if (why[0]) return kl_fail(world, r, "%s: %s", call, why);

@@ -29,6 +29,10 @@ KL_HIDDEN void kl_component_describe(const kl_component *c, kiln_component_info 
 KL_HIDDEN const char *kl_component_name(const kiln_world *world, kiln_component id, char *buf,
                                         size_t size);
 
+/* Asks c's check hook (there is one) about value for entity, for call: a change the hook makes is refused. */
+KL_HIDDEN kiln_result kl_component_ask(kiln_world *world, const kl_component *c, kiln_entity entity,
+                                       const void *value, const char *call, char *why, size_t why_size);
+
 /* Runs c's check hook (if any) on value (NULL: the defaults) for entity; on refusal fails
  * with the hook's code and "call: why". */
 KL_HIDDEN kiln_result kl_component_check(kiln_world *world, const kl_component *c,

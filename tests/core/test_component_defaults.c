@@ -196,3 +196,45 @@ KILN_TEST(defaults_and_checks, a_check_hook_refuses_values_on_every_write_path_a
     ck_assert_int_gt(calls, 8);
     kiln_world_destroy(w);
 }
+
+/* A check hook that changes the world anyway (the world is const to it; a cast gets past that). */
+typedef struct meddler {
+    kiln_world *world;
+    int calls;
+    kiln_result result;  /* what its despawn of the checked entity returned */
+    char message[256];   /* the world's message then */
+} meddler;
+
+static kiln_result despawning_check(const kiln_world *world, kiln_entity entity, const void *value, void *ctx,
+                                    char *why, size_t why_size) {
+    (void)world, (void)value, (void)why, (void)why_size;
+    meddler *m = ctx;
+    if (m->calls++ == 0) {
+        m->result = kiln_despawn(m->world, entity);
+        snprintf(m->message, sizeof m->message, "%s", kiln_world_error(m->world));
+    }
+    return KILN_OK;
+}
+
+/* kiln_add found the entity's row before asking the check: a despawn from the hook moved
+ * another entity into that row and shrank the archetype, and the add then moved a row past
+ * its end (ASan: SEGV in add_value). Changes from a check hook are refused as from a destroy hook. */
+KILN_TEST(defaults_and_checks, a_check_hook_changing_the_world_is_refused_and_the_checked_add_lands) {
+    kiln_world *w = kiln_world_create(NULL);
+    meddler m = {.world = w};
+    kiln_component pos, hp;
+    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "Pos", .size = 8}, &pos), KILN_OK);
+    ck_assert_int_eq(kiln_component_register(w, &(kiln_component_desc){.name = "Hp", .size = 4,
+                                                                       .check = despawning_check, .hook_ctx = &m},
+                                             &hp),
+                     KILN_OK);
+    kiln_entity es[4];
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(kiln_spawn_with(w, &pos, NULL, 1, &es[i]), KILN_OK);
+    ck_assert_int_eq(kiln_add(w, es[0], hp, &(int32_t){5}), KILN_OK);
+    ck_assert_int_eq(m.result, KILN_ERR_INVALID_ARGUMENT);
+    test_assert_names(m.message, "kiln_despawn: called from a component's check hook while kiln_add checks a value");
+    ck_assert_int_eq(kiln_entity_count(w), 4);
+    ck_assert_int_eq(*(const int32_t *)kiln_get(w, es[0], hp), 5);
+    for (int i = 1; i < 4; i++) ck_assert(kiln_has(w, es[i], pos) && !kiln_has(w, es[i], hp));
+    kiln_world_destroy(w);
+}
