@@ -38,6 +38,12 @@ struct kiln_jobs {
     pid_t owner;               /* the process the workers are threads of (not a child forked since) */
 };
 
+/* True in a child forked since the pool started (a game's crash reporter or helper): it has none
+ * of the workers, which are its parent's threads, and the lock may stay held for good by one of
+ * the parent's other threads (submitting, taking a job) that the child has none of either. There
+ * the pool runs each job in kiln_jobs_submit, on the calling thread, and takes no lock. */
+static bool forked(const kiln_jobs *jobs) { return getpid() != jobs->owner; }
+
 #define KL_MAX_WORKERS 256
 
 static int32_t default_workers(void) {
@@ -127,18 +133,16 @@ fail_mutex:
 
 void kiln_jobs_destroy(kiln_jobs *jobs) {
     if (jobs == NULL) return;
-    /* A child forked since (a game's crash reporter or helper) has none of the workers, which
-     * are its parent's threads: joining them, or destroying the condition they wait on (which
-     * waits for its waiters), blocked the child for good. It runs what is queued itself, and
-     * takes no lock: one the parent's other threads held at the fork is released by none here. */
-    bool forked = getpid() != jobs->owner;
-    if (!forked) {
+    /* In a forked child joining the workers, or destroying the condition they wait on (which
+     * waits for its waiters), blocked for good: it runs what the parent had queued itself. */
+    bool child = forked(jobs);
+    if (!child) {
         pthread_mutex_lock(&jobs->lock);
         jobs->stopping = true;
         pthread_cond_broadcast(&jobs->work);
         pthread_mutex_unlock(&jobs->lock);
     }
-    for (int32_t i = 0; i < jobs->worker_count && !forked; i++) pthread_join(jobs->threads[i], NULL);
+    for (int32_t i = 0; i < jobs->worker_count && !child; i++) pthread_join(jobs->threads[i], NULL);
     /* An inline pool may still hold jobs nobody waited for: run them, as a worker would. */
     while (jobs->count > 0) {
         kl_queued q = pop(jobs);
@@ -152,7 +156,7 @@ void kiln_jobs_destroy(kiln_jobs *jobs) {
     }
     kl_free(&alloc, jobs->threads, sizeof(pthread_t) * (size_t)jobs->thread_cap);
     kl_free(&alloc, jobs->ring, sizeof(kl_queued) * (size_t)jobs->cap);
-    if (!forked) {
+    if (!child) {
         pthread_cond_destroy(&jobs->done);
         pthread_cond_destroy(&jobs->work);
         pthread_mutex_destroy(&jobs->lock);
@@ -162,7 +166,7 @@ void kiln_jobs_destroy(kiln_jobs *jobs) {
 
 int32_t kiln_jobs_worker_count(const kiln_jobs *jobs) {
     KILN_ASSERT(jobs != NULL, "jobs is NULL");
-    return jobs->worker_count;
+    return forked(jobs) ? 0 : jobs->worker_count;
 }
 
 /* Grows the ring to hold need jobs, unrolling it; the lock must be held. */
@@ -186,6 +190,14 @@ kiln_result kiln_jobs_submit(kiln_jobs *jobs, const kiln_job *list, int32_t coun
     /* no world to name it in: the code alone says it (the queue and counter unchanged) */
     if (count < 0 || (count > 0 && list == NULL)) return KILN_ERR_INVALID_ARGUMENT;
     if (count == 0) return KILN_OK;
+    if (forked(jobs)) {
+        __atomic_add_fetch(&counter->pending, count, __ATOMIC_ACQ_REL);
+        for (int32_t i = 0; i < count; i++) {
+            list[i].fn(list[i].arg);
+            __atomic_sub_fetch(&counter->pending, 1, __ATOMIC_ACQ_REL);
+        }
+        return KILN_OK;
+    }
     pthread_mutex_lock(&jobs->lock);
     if (!ring_reserve(jobs, jobs->count + count)) {
         pthread_mutex_unlock(&jobs->lock);
@@ -231,7 +243,9 @@ static void count_inline(kiln_jobs *jobs, int32_t by) {
 
 void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
     KILN_ASSERT(jobs != NULL && counter != NULL, "jobs and counter are required");
-    if (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) == 0) return;
+    /* In a forked child the child's own jobs ran in their submit; what is left is the parent's
+     * (one a worker was part-way through never ends here): waited for, it would block for good. */
+    if (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) == 0 || forked(jobs)) return;
     pthread_mutex_lock(&jobs->lock);
     bool spun = false;
     while (__atomic_load_n(&counter->pending, __ATOMIC_ACQUIRE) > 0) {
@@ -257,13 +271,16 @@ void kiln_jobs_wait(kiln_jobs *jobs, kiln_counter *counter) {
 }
 
 void kl_jobs_watch(kiln_jobs *jobs, kl_jobs_watcher *w) {
+    *w = (kl_jobs_watcher){pthread_self(), 0, NULL};
+    if (forked(jobs)) return; /* no job is taken up in a wait there: nothing to count */
     pthread_mutex_lock(&jobs->lock);
-    *w = (kl_jobs_watcher){pthread_self(), 0, jobs->watchers};
+    w->next = jobs->watchers;
     jobs->watchers = w;
     pthread_mutex_unlock(&jobs->lock);
 }
 
 void kl_jobs_unwatch(kiln_jobs *jobs, kl_jobs_watcher *w) {
+    if (forked(jobs)) return;
     pthread_mutex_lock(&jobs->lock);
     kl_jobs_watcher **at = &jobs->watchers;
     while (*at && *at != w) at = &(*at)->next;

@@ -205,17 +205,19 @@ KILN_TEST(lifetime, destroy_runs_the_jobs_still_queued) {
     }
 }
 
-/* The child's part of the test below: 0 when its jobs ran once each, waited for or not. */
+/* The child's part of the tests below: 0 when it saw no workers (the parent's are no threads
+ * here) and its jobs ran once each, waited for or not. */
 static int forked_child_runs_and_destroys(kiln_jobs *jobs) {
     signal(SIGALRM, SIG_DFL); /* (Check's own handler would end the whole test) */
     alarm(5);                 /* a hang ends the child by SIGALRM, which its parent sees */
+    if (kiln_jobs_worker_count(jobs) != 0) return 4;
     atomic_int total = 0;
     job_slot slots[64];
     kiln_job list[64];
     fill_slots(slots, list, 64, 0, &total);
     kiln_counter counter = {0};
     if (kiln_jobs_submit(jobs, list, 32, &counter) != KILN_OK) return 1;
-    kiln_jobs_wait(jobs, &counter); /* no worker here: the waiter runs them */
+    kiln_jobs_wait(jobs, &counter); /* no worker here: they ran in the submit */
     if (kiln_jobs_submit(jobs, list + 32, 32, &counter) != KILN_OK) return 2;
     kiln_jobs_destroy(jobs); /* nobody waited for these */
     return slots_not_run_once(slots, 64) == 0 ? 0 : 3;
@@ -279,9 +281,9 @@ static void *submit_many(void *arg) {
     return NULL;
 }
 
-/* A fork while another thread of the game holds the pool's lock (submitting, a worker taking a
- * job) gives the child a lock nobody will release: its destroy took it, and hung. */
-KILN_TEST(lifetime, a_forked_child_destroys_a_pool_whose_lock_another_thread_held_at_the_fork) {
+/* Forks while another thread of the game holds the pool's lock (its submit growing the ring, in
+ * the allocator), runs child in the child, then lets the holder go and checks the child exited 0. */
+static void fork_while_the_lock_is_held(int (*child)(kiln_jobs *)) {
     static held_alloc h;
     memset(&h, 0, sizeof h);
     h.parent = getpid();
@@ -292,16 +294,30 @@ KILN_TEST(lifetime, a_forked_child_destroys_a_pool_whose_lock_another_thread_hel
     ck_assert_int_eq(pthread_create(&submitter, NULL, submit_many, jobs), 0);
     while (!atomic_load(&h.inside)) sched_yield();
     pid_t pid = fork();
-    if (pid == 0) {
-        signal(SIGALRM, SIG_DFL);
-        alarm(5); /* a hang ends the child by SIGALRM, which its parent sees */
-        kiln_jobs_destroy(jobs);
-        _exit(0);
-    }
+    if (pid == 0) _exit(child(jobs));
     ck_assert_int_gt(pid, 0);
     atomic_store(&h.release, 1);
     ck_assert_int_eq(pthread_join(submitter, NULL), 0);
     reap_then_destroy(pid, jobs);
+}
+
+static int destroy_in_child(kiln_jobs *jobs) {
+    signal(SIGALRM, SIG_DFL);
+    alarm(5);
+    kiln_jobs_destroy(jobs);
+    return 0;
+}
+
+/* A fork while another thread of the game holds the pool's lock (submitting, a worker taking a
+ * job) gives the child a lock nobody will release: its destroy took it, and hung. */
+KILN_TEST(lifetime, a_forked_child_destroys_a_pool_whose_lock_another_thread_held_at_the_fork) {
+    fork_while_the_lock_is_held(destroy_in_child);
+}
+
+/* A helper forked while another thread holds the pool's lock still uses the pool: with no worker
+ * and no lock of its own to take, its submit and wait blocked on the lock for good. */
+KILN_TEST(lifetime, a_forked_child_submits_and_waits_without_the_lock_another_thread_held_at_the_fork) {
+    fork_while_the_lock_is_held(forked_child_runs_and_destroys);
 }
 
 /* ------------------------------------------------------------------------------------------ */
