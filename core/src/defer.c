@@ -4,7 +4,6 @@
 #include "defer.h"
 
 #include <stdio.h>
-#include <time.h>
 
 #include "access.h"
 #include "component.h"
@@ -152,42 +151,17 @@ void kl_defer_rollback(kiln_world *world, int64_t mark) {
 
 /* ---- sections ------------------------------------------------------------------------- */
 
-/* The calling thread's token, taken at its first claim (0 until then), and by its address the
- * thread itself (no two live threads share it; cheaper than pthread_self, a call). A slot keeps
- * both: an exited thread's address goes to the next thread given its stack (glibc keeps them),
- * with a token of its own, so a section an exited thread left open is no later thread's. */
-static _Thread_local uint64_t thread_token;
-
-static inline uintptr_t thread_self(void) { return (uintptr_t)&thread_token; }
-
-static uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* A token above that of every thread that ended before this one started: the monotonic clock's
- * reading, handed out once the clock has moved past it, so any thread started later reads more.
- * Two live threads may share one; their addresses differ. Once a thread: a tick at most, most
- * often nothing (1 ns steps). Plus one: never 0. */
-__attribute__((cold, noinline)) static uint64_t take_token(void) {
-    uint64_t first = monotonic_ns();
-    while (monotonic_ns() <= first) kl_spin_pause();
-    return thread_token = first + 1;
-}
-
-static inline bool is_own(const kl_defer_slot *slot, uintptr_t thread, uintptr_t self, uint64_t token) {
-    return thread == self && atomic_load_explicit(&slot->token, memory_order_relaxed) == token;
+static inline bool is_own(const kl_defer_slot *slot, uintptr_t thread, kl_thread_id me) {
+    return kl_thread_owns(me, thread, atomic_load_explicit(&slot->token, memory_order_relaxed));
 }
 
 /* The calling thread's slot, or NULL. Only the slots ever claimed are searched. */
 static kl_defer_slot *own_slot(kiln_world *world) {
-    uintptr_t self = thread_self();
-    uint64_t token = thread_token;
+    kl_thread_id me = kl_thread_me();
     int used = atomic_load_explicit(&world->defer_slots_used, memory_order_relaxed);
     for (int i = 0; i < used; i++) {
         kl_defer_slot *slot = &world->defer_slots[i];
-        if (is_own(slot, atomic_load_explicit(&slot->thread, memory_order_acquire), self, token)) return slot;
+        if (is_own(slot, atomic_load_explicit(&slot->thread, memory_order_acquire), me)) return slot;
     }
     return NULL;
 }
@@ -196,19 +170,18 @@ static kl_defer_slot *own_slot(kiln_world *world) {
  * claim), else NULL. A thread whose sections went to the table while the slots were full may
  * hold a slot as well: its ends take from either, its count is the sum. */
 static kl_defer_slot *claim_slot(kiln_world *world) {
-    uintptr_t self = thread_self();
-    uint64_t token = thread_token;
+    kl_thread_id me = kl_thread_me();
     int used = atomic_load_explicit(&world->defer_slots_used, memory_order_relaxed), free_at = used;
     for (int i = 0; i < used; i++) {
         kl_defer_slot *slot = &world->defer_slots[i];
         uintptr_t t = atomic_load_explicit(&slot->thread, memory_order_acquire);
-        if (is_own(slot, t, self, token)) return slot;
+        if (is_own(slot, t, me)) return slot;
         if (t == 0 && free_at == used) free_at = i;
     }
-    if (KL_UNLIKELY(token == 0)) token = take_token();
+    uint64_t token = KL_UNLIKELY(me.token == 0) ? kl_thread_token_take() : me.token;
     for (int i = free_at; i < KL_DEFER_SLOTS; i++) {
         uintptr_t none = 0;
-        if (!atomic_compare_exchange_strong_explicit(&world->defer_slots[i].thread, &none, self,
+        if (!atomic_compare_exchange_strong_explicit(&world->defer_slots[i].thread, &none, me.self,
                                                      memory_order_acquire, memory_order_relaxed))
             continue;
         atomic_store_explicit(&world->defer_slots[i].token, token, memory_order_relaxed);
@@ -231,13 +204,12 @@ static void unown(kl_defer_slot *slot) {
 /* The index of the calling thread's entry in the table, or -1: one load while none is held. */
 static int32_t own_entry(kiln_world *world) {
     if (atomic_load_explicit(&world->defer_more_used, memory_order_relaxed) == 0) return -1;
-    uintptr_t self = thread_self();
-    uint64_t token = thread_token;
+    kl_thread_id me = kl_thread_me();
     int32_t found = -1;
     kl_spin_lock(&world->defer_lock);
     for (int64_t i = 0; i < world->defer_more_cap && found < 0; i++) {
         const kl_defer_slot *e = &world->defer_more[i];
-        if (is_own(e, atomic_load_explicit(&e->thread, memory_order_relaxed), self, token)) found = (int32_t)i;
+        if (is_own(e, atomic_load_explicit(&e->thread, memory_order_relaxed), me)) found = (int32_t)i;
     }
     kl_spin_unlock(&world->defer_lock);
     return found;
@@ -277,8 +249,8 @@ __attribute__((cold, noinline)) static kiln_result begin_in_table(kiln_world *wo
                        atomic_load_explicit(&world->defer_more_used, memory_order_relaxed), KL_DEFER_SLOTS);
     }
     kl_defer_slot *e = &world->defer_more[at];
-    atomic_store_explicit(&e->thread, thread_self(), memory_order_relaxed);
-    atomic_store_explicit(&e->token, thread_token, memory_order_relaxed);
+    atomic_store_explicit(&e->thread, kl_thread_self(), memory_order_relaxed);
+    atomic_store_explicit(&e->token, kl_thread_claim(), memory_order_relaxed);
     e->depth = 1;
     atomic_fetch_add_explicit(&world->defer_more_used, 1, memory_order_relaxed);
     kl_spin_unlock(&world->defer_lock);

@@ -16,9 +16,12 @@
 #define KILN_PANIC(msg) (fprintf(stderr, "%s\n", (msg)), fflush(stderr), abort())
 #endif
 
-static kl_guard_slot *own_slot(kl_guard_slot *slots, uintptr_t me) {
+static kl_guard_slot *own_slot(kl_guard_slot *slots) {
+    kl_thread_id me = kl_thread_me();
     for (int32_t i = 0; i < KL_GUARD_SLOTS; i++)
-        if (atomic_load_explicit(&slots[i].thread, memory_order_acquire) == me) return &slots[i];
+        if (kl_thread_owns(me, atomic_load_explicit(&slots[i].thread, memory_order_acquire),
+                           atomic_load_explicit(&slots[i].token, memory_order_relaxed)))
+            return &slots[i];
     return NULL;
 }
 
@@ -29,20 +32,22 @@ void kl_guard_enter(const kiln_world *world, const kl_system *sys, bool range,
     frame->previous_range = false;
     kl_guard_slot *slots = atomic_load_explicit(&((kiln_world *)world)->guard, memory_order_acquire);
     if (!slots) return;
-    uintptr_t me = kl_thread_self();
-    kl_guard_slot *slot = own_slot(slots, me);
+    kl_guard_slot *slot = own_slot(slots);
     if (slot) { /* a job of another system, run while this thread waits */
         frame->previous = slot->system;
         frame->previous_range = slot->range;
     } else {
+        uint64_t token = kl_thread_claim();
+        uintptr_t self = kl_thread_self();
         for (int32_t i = 0; i < KL_GUARD_SLOTS && !slot; i++) {
             uintptr_t free_id = 0;
-            if (atomic_compare_exchange_strong_explicit(&slots[i].thread, &free_id, me,
+            if (atomic_compare_exchange_strong_explicit(&slots[i].thread, &free_id, self,
                                                         memory_order_acq_rel,
                                                         memory_order_relaxed))
                 slot = &slots[i];
         }
         if (!slot) return;
+        atomic_store_explicit(&slot->token, token, memory_order_relaxed);
     }
     slot->system = sys;
     slot->range = range;
@@ -58,7 +63,7 @@ void kl_guard_leave(const kl_guard_frame *frame) {
 
 const kl_system *kl_guard_system(const kiln_world *world) {
     kl_guard_slot *slots = atomic_load_explicit(&((kiln_world *)world)->guard, memory_order_acquire);
-    kl_guard_slot *slot = slots ? own_slot(slots, kl_thread_self()) : NULL;
+    kl_guard_slot *slot = slots ? own_slot(slots) : NULL;
     return slot ? slot->system : NULL;
 }
 
@@ -72,7 +77,7 @@ void kl_guard_check_slow(const kiln_world *cworld, const char *call, kl_access a
                          kiln_component component, kiln_entity entity) {
     kiln_world *world = (kiln_world *)cworld;
     kl_guard_slot *slots = atomic_load_explicit(&world->guard, memory_order_acquire);
-    kl_guard_slot *slot = slots ? own_slot(slots, kl_thread_self()) : NULL;
+    kl_guard_slot *slot = slots ? own_slot(slots) : NULL;
     const kl_system *sys = slot ? slot->system : NULL;
     bool changes = access != KL_READ && access != KL_WRITE;
     /* An exclusive system may do anything on its thread; its ranges run on any thread. */

@@ -16,7 +16,8 @@
 
 /* A thread running a system of the schedule that runs on the world now. */
 typedef struct kl_guard_slot {
-    _Atomic(uintptr_t) thread; /* the thread's id, 0 when the slot is free */
+    _Atomic(uintptr_t) thread; /* the thread (kl_thread_self), 0 when the slot is free */
+    _Atomic(uint64_t) token;   /* its token: a later thread given the same address has another */
     const struct kl_system *system; /* read and written only by that thread */
     bool range; /* system's kiln_parallel_for range runs: it may not change the world */
 } kl_guard_slot;

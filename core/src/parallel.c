@@ -124,6 +124,7 @@ kiln_result kiln_parallel_for(kiln_jobs *jobs, const kiln_query *query, int32_t 
     kl_error_slot *slots = (kl_error_slot *)(errors + 1);
     for (int32_t i = 0; i < error_slots; i++) {
         atomic_init(&slots[i].thread, 0);
+        atomic_init(&slots[i].token, 0);
         slots[i].text[0] = '\0';
     }
     errors->slots = (kl_error_slots){0, error_slots, slots}; /* owner 0: the caller too */

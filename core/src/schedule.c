@@ -59,6 +59,7 @@ kiln_schedule *kiln_schedule_create(kiln_world *world, const kiln_schedule_desc 
         }
         for (int32_t i = 0; i < s->errors.count; i++) {
             atomic_init(&s->errors.slots[i].thread, 0);
+            atomic_init(&s->errors.slots[i].token, 0);
             s->errors.slots[i].text[0] = '\0';
         }
     }

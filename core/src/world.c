@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "archetype.h"
 #include "commands.h"
@@ -15,20 +16,46 @@
 #include "defer.h"
 #include "guard.h"
 #include "resource.h"
+#include "spin.h"
+
+_Thread_local uint64_t kl_thread_token;
+
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The monotonic clock's reading, handed out once the clock has moved past it, so any thread
+ * started later reads more. Two live threads may share one; their addresses differ. Once a
+ * thread: a tick at most, most often nothing (1 ns steps). Plus one: never 0. */
+__attribute__((cold, noinline)) uint64_t kl_thread_token_take(void) {
+    uint64_t first = monotonic_ns();
+    while (monotonic_ns() <= first) kl_spin_pause();
+    return kl_thread_token = first + 1;
+}
 
 char *kl_error_text(const kiln_world *world, bool claim) {
     kl_error_slots *errors =
         atomic_load_explicit(&((kiln_world *)world)->error_slots, memory_order_acquire);
-    uintptr_t me = kl_thread_self();
-    if (!errors || errors->owner == me) return (char *)world->error;
-    for (int32_t i = 0; i < errors->count; i++)
-        if (atomic_load_explicit(&errors->slots[i].thread, memory_order_relaxed) == me)
-            return errors->slots[i].text;
+    kl_thread_id me = kl_thread_me();
+    if (!errors || errors->owner == me.self) return (char *)world->error;
+    for (int32_t i = 0; i < errors->count; i++) {
+        kl_error_slot *slot = &errors->slots[i];
+        if (kl_thread_owns(me, atomic_load_explicit(&slot->thread, memory_order_relaxed),
+                           atomic_load_explicit(&slot->token, memory_order_relaxed)))
+            return slot->text;
+    }
+    uint64_t token = claim ? kl_thread_claim() : 0;
     for (int32_t i = 0; claim && i < errors->count; i++) {
         uintptr_t free_id = 0;
-        if (atomic_compare_exchange_strong_explicit(&errors->slots[i].thread, &free_id, me,
-                                                    memory_order_acquire, memory_order_relaxed))
-            return errors->slots[i].text;
+        if (!atomic_compare_exchange_strong_explicit(&errors->slots[i].thread, &free_id, me.self,
+                                                     memory_order_acquire, memory_order_relaxed))
+            continue;
+        /* an exited thread's message stays behind: the slot starts empty for this one */
+        atomic_store_explicit(&errors->slots[i].token, token, memory_order_relaxed);
+        errors->slots[i].text[0] = '\0';
+        return errors->slots[i].text;
     }
     return NULL;
 }

@@ -239,13 +239,43 @@ typedef struct kl_archetype {
                                * to 2 GiB each pass 32 */
 } kl_archetype;
 
-/* The calling thread's id, as the error slots and guard slots store it (never 0). */
-static inline uintptr_t kl_thread_self(void) { return (uintptr_t)pthread_self(); }
+/* How a slot kept per thread (error, guard, defer) knows its thread: by the address of the
+ * thread's token (kl_thread_self: no two live threads share it, and it costs no call, unlike
+ * pthread_self) and by the token, taken at the thread's first claim (0 until then). An exited
+ * thread's address, like its pthread_t, goes to the next thread given its stack (glibc keeps
+ * them), with a token of its own: a slot an exited thread left claimed is no later thread's. */
+KL_HIDDEN extern _Thread_local uint64_t kl_thread_token;
+
+static inline uintptr_t kl_thread_self(void) { return (uintptr_t)&kl_thread_token; }
+
+/* Takes the calling thread's token, above that of every thread that ended before it began. */
+KL_HIDDEN uint64_t kl_thread_token_take(void);
+
+/* The calling thread's token, taken first if it has none: for a thread about to claim a slot. */
+static inline uint64_t kl_thread_claim(void) {
+    uint64_t token = kl_thread_token;
+    return KL_UNLIKELY(token == 0) ? kl_thread_token_take() : token;
+}
+
+/* The calling thread as a slot stores it: read once, out of a loop over slots (each read of a
+ * thread-local is a __tls_get_addr call in libkiln.so). */
+typedef struct kl_thread_id {
+    uintptr_t self;
+    uint64_t token;
+} kl_thread_id;
+
+static inline kl_thread_id kl_thread_me(void) { return (kl_thread_id){kl_thread_self(), kl_thread_token}; }
+
+/* True when a slot holding thread and token is me's. */
+static inline bool kl_thread_owns(kl_thread_id me, uintptr_t thread, uint64_t token) {
+    return thread == me.self && token == me.token;
+}
 
 /* One thread's error message while a schedule runs on the world (or a kiln_parallel_for
  * outside one). */
 typedef struct kl_error_slot {
     _Atomic(uintptr_t) thread; /* the thread that claimed it, 0 when free */
+    _Atomic(uint64_t) token;   /* its token: a later thread given the same address has another */
     char text[KL_ERROR_SIZE];  /* read and written only by that thread */
 } kl_error_slot;
 
@@ -256,7 +286,8 @@ typedef struct kl_error_slot {
 #define KL_ERROR_SPARE_SLOTS 4 /* slots beyond a pool's threads, for other threads helping it */
 
 typedef struct kl_error_slots {
-    uintptr_t owner; /* the thread whose messages go to world->error (0: none) */
+    uintptr_t owner; /* the thread whose messages go to world->error (0: none); running the
+                      * schedule until the slots go, so alive while any thread reads it here */
     int32_t count;
     kl_error_slot *slots;
 } kl_error_slots;
@@ -267,7 +298,7 @@ typedef struct kl_error_slots {
 
 typedef struct kl_defer_slot {
     _Atomic(uintptr_t) thread; /* the thread that claimed it, 0 when free */
-    _Atomic(uint64_t) token;   /* its token (defer.c): a later thread given the same id has another */
+    _Atomic(uint64_t) token;   /* its token: a later thread given the same address has another */
     int32_t depth;             /* read and written only by that thread */
 } kl_defer_slot;
 

@@ -233,6 +233,55 @@ KILN_TEST(errors, a_system_run_by_a_waiting_system_keeps_its_failures_apart) {
 
 /* ------------------------------------------------------------------------------------------ */
 /* describe                                                                                   */
+/* A thread of a system's own that fails (claiming an error slot) and exits, then the next one
+ * the system starts, given the exited one's pthread_t (glibc hands its stack out again). */
+typedef struct reused {
+    failing f;
+    pthread_t first, next;
+    bool same_id;
+    char next_read[256]; /* what the next thread read as its message before failing at all */
+} reused;
+
+static void *fail_and_exit(void *arg) {
+    reused *r = arg;
+    kiln_get_mut(r->f.world, r->f.dead, r->f.a);
+    return NULL;
+}
+
+static void *read_own_error(void *arg) {
+    reused *r = arg;
+    snprintf(r->next_read, sizeof r->next_read, "%s", kiln_world_error(r->f.world));
+    return NULL;
+}
+
+static void start_two_threads(const kiln_system_ctx *ctx) {
+    reused *r = ctx->user;
+    ck_assert_int_eq(pthread_create(&r->first, NULL, fail_and_exit, r), 0);
+    ck_assert_int_eq(pthread_join(r->first, NULL), 0);
+    for (int attempt = 0; attempt < 20 && !r->same_id; attempt++) {
+        ck_assert_int_eq(pthread_create(&r->next, NULL, read_own_error, r), 0);
+        ck_assert_int_eq(pthread_join(r->next, NULL), 0);
+        r->same_id = pthread_equal(r->first, r->next);
+    }
+}
+
+KILN_TEST(errors, a_thread_given_an_exited_threads_id_does_not_read_its_message) {
+    static reused r;
+    failing_open(&r.f);
+    r.same_id = false;
+    kiln_jobs *jobs = kiln_jobs_create(&(kiln_jobs_desc){.workers = 1});
+    kiln_schedule *s = kiln_schedule_create(r.f.world, &(kiln_schedule_desc){.jobs = jobs});
+    ck_assert_int_eq(kiln_schedule_add(s, &(kiln_system_desc){.name = "starter", .run = start_two_threads,
+                                                             .user = &r, .main_thread = true}),
+                     KILN_OK);
+    ck_assert_int_eq(kiln_schedule_run(s, 0.0), KILN_OK);
+    ck_assert_msg(r.same_id, "no later thread was given the exited thread's pthread_t: the case is not made");
+    ck_assert_str_eq(r.next_read, ""); /* not the exited thread's "dead entity" message */
+    kiln_schedule_destroy(s);
+    kiln_jobs_destroy(jobs);
+    kiln_world_destroy(r.f.world);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 typedef struct growing {
