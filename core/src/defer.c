@@ -166,19 +166,33 @@ static kl_defer_slot *own_slot(kiln_world *world) {
     return NULL;
 }
 
-/* The calling thread's slot, else a free one it takes (with its token, taken at its first
- * claim), else NULL. A thread whose sections went to the table while the slots were full may
- * hold a slot as well: its ends take from either, its count is the sum. */
+/* A slot holding the calling thread's address but another token is an exited thread's (no two
+ * live threads share the address): one that exited with a section open, which stays open for
+ * good (no thread is left to end it). The calling thread takes it over, its depth from 0, so
+ * slots are held by at most as many threads as live at once, not by every thread that exited. */
+static kl_defer_slot *take_over(kl_defer_slot *slot, uint64_t token) {
+    slot->depth = 0;
+    atomic_store_explicit(&slot->token, token, memory_order_relaxed);
+    return slot;
+}
+
+/* The calling thread's slot, else an exited thread's with its address, else a free one it
+ * takes (with its token, taken at its first claim), else NULL. A thread whose sections went to
+ * the table while the slots were full may hold a slot as well: its ends take from either, its
+ * count is the sum. */
 static kl_defer_slot *claim_slot(kiln_world *world) {
     kl_thread_id me = kl_thread_me();
     int used = atomic_load_explicit(&world->defer_slots_used, memory_order_relaxed), free_at = used;
+    kl_defer_slot *exited = NULL;
     for (int i = 0; i < used; i++) {
         kl_defer_slot *slot = &world->defer_slots[i];
         uintptr_t t = atomic_load_explicit(&slot->thread, memory_order_acquire);
         if (is_own(slot, t, me)) return slot;
+        if (t == me.self) exited = slot;
         if (t == 0 && free_at == used) free_at = i;
     }
     uint64_t token = KL_UNLIKELY(me.token == 0) ? kl_thread_token_take() : me.token;
+    if (exited) return take_over(exited, token);
     for (int i = free_at; i < KL_DEFER_SLOTS; i++) {
         uintptr_t none = 0;
         if (!atomic_compare_exchange_strong_explicit(&world->defer_slots[i].thread, &none, me.self,
@@ -239,7 +253,10 @@ __attribute__((cold, noinline)) static kiln_result begin_in_table(kiln_world *wo
     }
     kl_spin_lock(&world->defer_lock);
     int64_t at = 0, cap = world->defer_more_cap;
-    while (at < cap && atomic_load_explicit(&world->defer_more[at].thread, memory_order_relaxed) != 0) at++;
+    uintptr_t self = kl_thread_self(), t = 1; /* a free entry, or an exited thread's (take_over) */
+    while (at < cap && (t = atomic_load_explicit(&world->defer_more[at].thread, memory_order_relaxed)) != 0 &&
+           t != self)
+        at++;
     if (at == cap && !kl_grow_zeroed(&world->alloc, (void **)&world->defer_more, &world->defer_more_cap, cap + 1,
                                      sizeof *world->defer_more, KL_DEFER_SLOTS)) {
         kl_spin_unlock(&world->defer_lock);
@@ -248,11 +265,11 @@ __attribute__((cold, noinline)) static kiln_result begin_in_table(kiln_world *wo
                        "first %d hold sections); nothing was changed, no section opened",
                        atomic_load_explicit(&world->defer_more_used, memory_order_relaxed), KL_DEFER_SLOTS);
     }
-    kl_defer_slot *e = &world->defer_more[at];
-    atomic_store_explicit(&e->thread, kl_thread_self(), memory_order_relaxed);
-    atomic_store_explicit(&e->token, kl_thread_claim(), memory_order_relaxed);
+    bool exited = at < cap && t == self; /* counted held already */
+    kl_defer_slot *e = take_over(&world->defer_more[at], kl_thread_claim());
     e->depth = 1;
-    atomic_fetch_add_explicit(&world->defer_more_used, 1, memory_order_relaxed);
+    atomic_store_explicit(&e->thread, self, memory_order_relaxed);
+    if (!exited) atomic_fetch_add_explicit(&world->defer_more_used, 1, memory_order_relaxed);
     kl_spin_unlock(&world->defer_lock);
     return KILN_OK;
 }

@@ -321,6 +321,51 @@ KILN_TEST(release, a_section_of_a_thread_that_exited_is_no_end_s_own_of_the_next
     refusal_fixture_unchanged(&F);
 }
 
+typedef struct short_lived {
+    kiln_world *world;
+    bool end;         /* end the section before exiting */
+    kiln_result begun, ended;
+} short_lived;
+
+static void *section_and_exit(void *arg) {
+    short_lived *s = arg;
+    s->begun = kiln_defer_begin(s->world);
+    if (s->end) s->ended = kiln_defer_end(s->world);
+    return NULL;
+}
+
+/* Runs n threads one after another, each opening a section (and ending it when end is set). */
+static void run_short_lived(kiln_world *world, int n, bool end) {
+    for (int i = 0; i < n; i++) {
+        short_lived s = {world, end, KILN_ERR_INVALID_ARGUMENT, KILN_ERR_INVALID_ARGUMENT};
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, section_and_exit, &s), 0);
+        ck_assert_int_eq(pthread_join(t, NULL), 0);
+        ck_assert_int_eq(s.begun, KILN_OK);
+        if (end) ck_assert_int_eq(s.ended, KILN_OK);
+    }
+}
+
+/* A server's short-lived threads: the slot of one that exited goes to the next given its address,
+ * even one that exited with its section open (the world deferred for good, as above), so a
+ * thousand of them took a slot each for good and grew the table past the 32 fast slots. */
+KILN_TEST(release, slots_of_exited_threads_are_reused_so_short_lived_threads_do_not_grow_the_world) {
+    test_allocator alloc;
+    test_allocator_init(&alloc);
+    kiln_world *world = test_world_create(&alloc);
+    run_short_lived(world, 1000, true);
+    ck_assert(!kiln_is_deferred(world));
+    int64_t before = alloc.live_bytes;
+    run_short_lived(world, 1000, false);
+    ck_assert_int_eq(alloc.live_bytes, before);
+    run_short_lived(world, 1000, true);
+    ck_assert_int_eq(alloc.live_bytes, before);
+    ck_assert(kiln_is_deferred(world)); /* for good: no thread is left to end the exited ones' */
+    ck_assert_int_eq(kiln_defer_end(world), KILN_ERR_INVALID_ARGUMENT);
+    kiln_world_destroy(world);
+    ck_assert_int_eq(alloc.live_bytes, 0);
+}
+
 /* A loop's section is its own: a kiln_defer_end inside it would land the queue under the loop. */
 KILN_TEST(release, a_deferred_end_inside_a_loop_without_its_begin_is_refused) {
     kiln_iter it;
