@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fork_mark.h"
 #include "memory.h"
 #include "spin.h"
 
@@ -35,14 +36,14 @@ struct kiln_jobs {
     pthread_t *threads;
     kl_scratch *free_scratch;
     kl_jobs_watcher *watchers; /* kl_jobs_watch's, linked under the lock */
-    pid_t owner;               /* the process the workers are threads of (not a child forked since) */
+    kl_fork_mark owner;        /* the process the workers are threads of (not a child forked since) */
 };
 
 /* True in a child forked since the pool started (a game's crash reporter or helper): it has none
  * of the workers, which are its parent's threads, and the lock may stay held for good by one of
  * the parent's other threads (submitting, taking a job) that the child has none of either. There
  * the pool runs each job in kiln_jobs_submit, on the calling thread, and takes no lock. */
-static bool forked(const kiln_jobs *jobs) { return getpid() != jobs->owner; }
+static bool forked(const kiln_jobs *jobs) { return kl_fork_mark_forked(&jobs->owner); }
 
 #define KL_MAX_WORKERS 256
 
@@ -102,7 +103,7 @@ kiln_jobs *kiln_jobs_create(const kiln_jobs_desc *desc) {
     if (!jobs) return NULL;
     memset(jobs, 0, sizeof *jobs);
     jobs->alloc = alloc;
-    jobs->owner = getpid();
+    kl_fork_mark_init(&jobs->owner);
     if (pthread_mutex_init(&jobs->lock, NULL) != 0) goto fail_mutex;
     if (pthread_cond_init(&jobs->work, NULL) != 0) goto fail_work;
     if (pthread_cond_init(&jobs->done, NULL) != 0) goto fail_done;
@@ -127,6 +128,7 @@ fail_done:
 fail_work:
     pthread_mutex_destroy(&jobs->lock);
 fail_mutex:
+    kl_fork_mark_free(&jobs->owner);
     kl_free(&alloc, jobs, sizeof *jobs);
     return NULL;
 }
@@ -161,6 +163,7 @@ void kiln_jobs_destroy(kiln_jobs *jobs) {
         pthread_cond_destroy(&jobs->work);
         pthread_mutex_destroy(&jobs->lock);
     }
+    kl_fork_mark_free(&jobs->owner);
     kl_free(&alloc, jobs, sizeof *jobs);
 }
 
