@@ -73,7 +73,7 @@ static void jit_off(lua_State *L) {
 /* Lua 5.4 keeps a hook per thread: the handler hooking the thread that called
  * kcmd_interrupt_pcall, which waits in a resume, left a loop in the coroutine it resumed
  * running. coroutine.resume and the functions coroutine.wrap makes are replaced with
- * closures that point running_state at the coroutine while it runs and back at its resumer
+ * closures that point running_state at the coroutine while it runs and back where it pointed
  * after (errors included), each hooked at once when Ctrl-C came before. The price: each
  * nesting level takes one C call more, so coroutines resuming coroutines reach Lua's C stack
  * limit about half as deep (98 resumes, not 198). A hook set in each coroutine as it is made
@@ -90,11 +90,14 @@ static void run_on(lua_State *L) {
     if (interrupted && lua_running) lua_sethook(L, stop_hook, LUA_MASKCALL | LUA_MASKCOUNT, 1);
 }
 
-/* Calls the function below the arguments with co tracked; returns the pcall status. */
+/* Calls the function below the arguments with co tracked; returns the pcall status. Back, the handler points
+ * where it did before, not at L: L resumed by the library's own resume (a script keeps it from an upvalue here)
+ * ended with it left on L, and once L was collected Ctrl-C hooked freed memory while the statement ran on. */
 static int call_tracked(lua_State *L, lua_State *co) {
+    lua_State *outer = running_state; /* L, or a thread a tracked call still runs under: alive */
     run_on(co);
     int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
-    run_on(L);
+    run_on(outer);
     return status;
 }
 

@@ -418,6 +418,17 @@ START_TEST(ctrl_c_stops_a_loop_in_a_coroutine_made_before_it_or_by_the_statement
 }
 END_TEST
 
+/* A statement resuming a coroutine through the library's own resume (kept from the replaced one's upvalue), which
+ * resumes another through the REPL's, left the handler pointing at the first once it ended: collected, Ctrl-C
+ * hooked freed memory, and the loop after it ran on. (LuaJIT's resume is the library's, with no upvalue.) */
+START_TEST(ctrl_c_after_a_coroutine_the_library_resume_ran_still_stops_the_statement) {
+    interrupt_then("local _, resume = debug.getupvalue(coroutine.resume, 1); resume = resume or coroutine.resume; "
+                   "local co = coroutine.create(function() "
+                   "coroutine.resume(coroutine.create(function() end)) end); resume(co); co = nil; collectgarbage(); "
+                   "collectgarbage(); while true do end\n", "print('alive' .. 5)\n", "alive5");
+}
+END_TEST
+
 START_TEST(ctrl_c_at_the_prompt_clears_the_line_and_never_ends_the_repl) {
     int master;
     pid_t pid = spawn_pty(&master);
@@ -756,6 +767,7 @@ static Suite *repl_suite(void) {
     tcase_add_test(tty_case, ctrl_c_interrupts_a_runaway_statement_without_killing_the_repl);
     tcase_add_test(tty_case, ctrl_c_in_a_query_loop_still_ends_the_loop_and_the_world_is_not_left_deferred);
     tcase_add_test(tty_case, ctrl_c_stops_a_loop_in_a_coroutine_made_before_it_or_by_the_statement);
+    tcase_add_test(tty_case, ctrl_c_after_a_coroutine_the_library_resume_ran_still_stops_the_statement);
     tcase_add_test(tty_case, ctrl_c_at_the_prompt_clears_the_line_and_never_ends_the_repl);
     tcase_add_test(tty_case, tab_completes_component_names_inside_a_spawn_table);
     tcase_add_test(tty_case, history_keeps_each_entry_once_even_after_a_killed_session);
