@@ -257,9 +257,11 @@ fuzz-replay: $(BUILD)/tests/fuzz_replay
 # ---- end of fuzzing ---------------------------------------------------------------------
 
 # The layering the folders promise: the core never names an addon, the binding's files call
-# each other without a circle, prototypes live in headers, no source file is too long.
+# each other without a circle, prototypes live in headers, no source file is too long; and
+# every source refuses -ffast-math, which drops its NaN and infinity tests.
 test-layout:
 	@lua5.4 tools/check_layout.lua .
+	@tests/scripts/test_fast_math.sh
 
 # The runner of `make test` itself (scripts/test-all.sh): its counts, and the lines naming
 # what failed that it repeats after all groups, so the end of a CI log names failing tests.

@@ -6,6 +6,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "internal.h" /* its build checks: -ffast-math refused */
+
 void kl_fork_mark_init(kl_fork_mark *mark) {
     mark->owner = getpid();
     mark->page = NULL;

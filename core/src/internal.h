@@ -7,6 +7,12 @@
 
 #include "kiln.h"
 
+/* kiln reads NaNs and infinities (a save's floats, a float's range, a Lua value's bits): under
+ * -ffast-math the compiler drops those tests, so a NaN was stored as another number. */
+#if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
+#error "kiln needs IEEE NaN and infinities: build its sources without -ffast-math and -ffinite-math-only"
+#endif
+
 /* Functions shared between core files but not exported from libkiln.so. */
 #if defined(__GNUC__)
 #define KL_HIDDEN __attribute__((visibility("hidden")))

@@ -13,7 +13,10 @@
 #include "kiln.h"
 #include "kiln_lua.h"
 
-#if defined(__GNUC__)
+/* Checks of a float's range, a NaN cost or a value written back as read need NaNs and infinities. */
+#if defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__)
+#error "kiln's Lua binding needs IEEE NaN and infinities: build it without -ffast-math and -ffinite-math-only"
+#elif defined(__GNUC__)
 #define KLUA_HIDDEN __attribute__((visibility("hidden")))
 #define KLUA_NORETURN __attribute__((noreturn))
 #else
@@ -469,8 +472,7 @@ KLUA_HIDDEN kiln_schedule *klua_schedule(lua_State *L, klua_world *kw);
 KLUA_HIDDEN kiln_component klua_check_component(lua_State *L, klua_world *kw, int idx, int arg,
                                                 const char *fname);
 /* The component named by s (n bytes, the string at idx), or with s NULL by the id at idx; else
- * KILN_NO_COMPONENT. Never raises, checks no access (the caller passes the name on to a
- * method that does). */
+ * KILN_NO_COMPONENT. Never raises, checks no access (the caller passes the name on to a method that does). */
 KLUA_HIDDEN kiln_component klua_component_quiet(lua_State *L, klua_world *kw, int idx, const char *s, size_t n);
 /* An entity handle at arg: a non-negative integer. */
 KLUA_HIDDEN kiln_entity klua_check_entity(lua_State *L, int arg, const char *fname);
@@ -530,8 +532,7 @@ KLUA_HIDDEN void klua_fill_fields(lua_State *L, int idx, const kiln_component_in
                                   const void *data);
 /* Writes the fields of data component cc (the bytes at data, which no Lua code can change)
  * into the table at idx with raw sets of the schema cache's ready keys, refilling a vector,
- * matrix or array field's table in place as klua_fill_fields does; idx 0: into a new table,
- * left on the stack. */
+ * matrix or array field's table in place as klua_fill_fields does; idx 0: into a new table, left on the stack. */
 KLUA_HIDDEN void klua_fill_keyed(lua_State *L, klua_world *kw, const struct klua_comp *cc, int idx,
                                  const void *data);
 /* Writes the fields of the table at idx into buf (a full value of c); missing fields keep
@@ -816,8 +817,7 @@ KLUA_HIDDEN void klua_open_commands(lua_State *L);  /* commands.c */
 KLUA_HIDDEN int klua_commands_new(lua_State *L);    /* kiln.commands() */
 /* Makes the command buffers of mod state L take their placeholder tags from the mods' space
  * kept in the host's registry (host: its main thread, alive while L is), so a mod's
- * placeholders are never the host's, nor another mod's short of 2^32 - 1 mod batches
- * (commands.c). */
+ * placeholders are never the host's, nor another mod's short of 2^32 - 1 mod batches (commands.c). */
 KLUA_HIDDEN void klua_commands_link(lua_State *L, lua_State *host);
 /* Makes the mods' placeholder tag counter in host state L's registry, when not there: called
  * as a manager is made, so that no mod's spawn allocates in the host. */
