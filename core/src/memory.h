@@ -18,13 +18,15 @@ typedef struct kl_allocator {
 } kl_allocator;
 
 /* What every block from the hook must be aligned to: the widest scalar kiln's own structures
- * hold (8 bytes on the usual 64-bit targets); values needing 16 are aligned inside blocks. */
+ * hold, and at least the 8 bytes kiln.h promises; values needing 16 are aligned inside blocks.
+ * On i386 int64_t and double ask only 4, yet a world's 64-bit atomics need 8: a 4-byte aligned
+ * hook passed the check there. */
 typedef union kl_scalar {
     int64_t i;
     double d;
     void *p;
 } kl_scalar;
-#define KL_ALLOC_ALIGN _Alignof(kl_scalar)
+#define KL_ALLOC_ALIGN (_Alignof(kl_scalar) > 8 ? _Alignof(kl_scalar) : 8)
 
 static inline bool kl_aligned(const void *p) { return ((uintptr_t)p & (KL_ALLOC_ALIGN - 1)) == 0; }
 
